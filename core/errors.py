@@ -1,0 +1,110 @@
+"""The one exception tree of familiar.
+
+    FamiliarError
+    ├── ConfigError              bad or missing configuration (names the key)
+    ├── StoreError               the database failed or is unreachable
+    ├── BusError                 the bus refused an operation
+    ├── ProviderError            the LLM call failed (carries status / retry_after)
+    │   ├── ProviderUnavailable  cannot connect / 5xx / timeout after retries
+    │   ├── ProviderRateLimited  429 after retries
+    │   └── ProviderRejected     4xx other than 429 (bad key, bad request)
+    ├── ToolError                a tool could not do what was asked
+    │   ├── ToolRetry            the model should fix its arguments and retry
+    │   └── ToolFailed           the tool ran and failed
+    ├── PolicyDenied             a tool call refused by policy or a hook
+    ├── CommandError             a slash command was malformed (message is user-facing)
+    └── TurnCancelled            a running turn was stopped (/stop)
+
+Channels turn these into platform-appropriate replies; core never swallows them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BusError",
+    "CommandError",
+    "ConfigError",
+    "FamiliarError",
+    "PolicyDenied",
+    "ProviderError",
+    "ProviderRateLimited",
+    "ProviderRejected",
+    "ProviderUnavailable",
+    "StoreError",
+    "ToolError",
+    "ToolFailed",
+    "ToolRetry",
+    "TurnCancelled",
+]
+
+
+class FamiliarError(Exception):
+    """Base of every error familiar raises on purpose."""
+
+
+class ConfigError(FamiliarError):
+    """Configuration is invalid; the message names the offending key."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class StoreError(FamiliarError):
+    """The store failed."""
+
+
+class BusError(FamiliarError):
+    """The bus refused an operation."""
+
+
+class ProviderError(FamiliarError):
+    """An LLM provider call failed.
+
+    Attributes:
+        status: HTTP status if there was one.
+        retry_after: seconds the server asked us to wait, if it said.
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider could not be reached or kept failing (connect error, 5xx, timeout)."""
+
+
+class ProviderRateLimited(ProviderError):
+    """The provider kept answering 429."""
+
+
+class ProviderRejected(ProviderError):
+    """The provider refused the request (bad key, bad model, bad request)."""
+
+
+class ToolError(FamiliarError):
+    """A tool could not do what was asked; becomes a tool result, not a crash."""
+
+
+class ToolRetry(ToolError):
+    """The model should fix its arguments and call again."""
+
+
+class ToolFailed(ToolError):
+    """The tool ran and failed."""
+
+
+class PolicyDenied(FamiliarError):
+    """A tool call was refused by policy or a hook."""
+
+
+class CommandError(FamiliarError):
+    """A slash command was malformed; the message is shown to the user as is."""
+
+
+class TurnCancelled(FamiliarError):
+    """The running turn was stopped by the user."""
