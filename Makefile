@@ -1,0 +1,71 @@
+# familiar: `make run` starts the daemon, `make test` runs everything CI runs.
+# Both create or update .venv first; nothing here reads stdin.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PIP    := $(BIN)/python -m pip --no-input --disable-pip-version-check
+
+.DEFAULT_GOAL := help
+.PHONY: help venv run test test-fast lint bench deps-system clean
+
+help:
+	@echo "make run          create/update $(VENV), then run the gateway in the foreground"
+	@echo "                  (FAMILIAR_HOME from the environment, default ~/.familiar)"
+	@echo "make test         ruff, ruff format --check, mypy, lint-imports, pytest (what CI runs)"
+	@echo "make test-fast    pytest -m 'not slow'"
+	@echo "make bench        benchmarks in tests/bench"
+	@echo "make deps-system  as root on apt systems: install systemd-analyze for the unit tests"
+	@echo "PYTHON=...        interpreter for the venv (>= 3.11; default python3)"
+
+venv: $(STAMP)
+
+# Reinstall only when pyproject.toml is newer than the stamp. The venv is rebuilt
+# when its interpreter is missing, broken or older than 3.11.
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "familiar needs Python >= 3.11, but '$(PYTHON)' is $$($(PYTHON) -V 2>/dev/null || echo "not installed")."; \
+	  echo "Install one and run e.g.: make $(MAKECMDGOALS) PYTHON=python3.11"; exit 1; }
+	@if ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then \
+	  echo "creating $(VENV) with $$($(PYTHON) -V)"; \
+	  $(PYTHON) -m venv --clear $(VENV) || { \
+	    echo "could not create $(VENV): on Debian/Ubuntu install python3-venv"; exit 1; }; \
+	fi
+	$(PIP) install -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	exec $(BIN)/familiar gateway
+
+test: deps-system lint
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
+
+bench: $(STAMP)
+	$(BIN)/pytest -q tests/bench
+
+# systemd-analyze lints the unit files in tests. Installing it is best effort: without
+# it those tests skip, except under CI=true, where they fail.
+deps-system:
+	@if command -v systemd-analyze >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing systemd (for systemd-analyze)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends systemd >/dev/null 2>&1 \
+	  || { apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends systemd; } \
+	  || echo "warning: could not install systemd; unit-file tests will skip"; \
+	else \
+	  echo "note: systemd-analyze not found; unit-file tests will skip (install package systemd)"; \
+	fi
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info

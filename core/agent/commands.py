@@ -1,0 +1,66 @@
+"""Slash commands, handled before the model sees a message."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from core.errors import CommandError
+from core.messages import InboundMessage
+
+__all__ = ["CommandHandler", "CommandRouter", "parse_command"]
+
+CommandHandler = Callable[[InboundMessage, str], Awaitable[str]]
+_COMMAND = re.compile(r"^/([a-zA-Z][a-zA-Z0-9_-]*)(?:\s+(.*))?$", re.DOTALL)
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``("every", "5m check")`` for ``/every 5m check``; None if not a slash command.
+
+    ``/etc/hosts looks odd`` is not a command (the word must end at whitespace).
+    """
+    match = _COMMAND.match(text.strip())
+    if match is None:
+        return None
+    return match.group(1).lower(), (match.group(2) or "").strip()
+
+
+@dataclass(frozen=True, slots=True)
+class _Command:
+    handler: CommandHandler
+    usage: str
+    summary: str
+
+
+class CommandRouter:
+    """Maps command names to handlers; parts of the runtime register their own."""
+
+    def __init__(self) -> None:
+        self._commands: dict[str, _Command] = {}
+        self.register("help", self._help, usage="/help", summary="list the commands")
+
+    def register(self, name: str, handler: CommandHandler, *, usage: str, summary: str) -> None:
+        self._commands[name] = _Command(handler, usage, summary)
+
+    def handles(self, text: str) -> bool:
+        parsed = parse_command(text)
+        return parsed is not None
+
+    async def dispatch(self, message: InboundMessage) -> str:
+        """Run the command in ``message``; raises CommandError with a user-facing text."""
+        parsed = parse_command(message.text)
+        if parsed is None:
+            raise CommandError("not a command")
+        name, args = parsed
+        command = self._commands.get(name)
+        if command is None:
+            raise CommandError(f"unknown command /{name} — try /help")
+        return await command.handler(message, args)
+
+    async def _help(self, _message: InboundMessage, _args: str) -> str:
+        lines = ["Commands:"]
+        for name in sorted(self._commands):
+            c = self._commands[name]
+            lines.append(f"  {c.usage} — {c.summary}")
+        return "\n".join(lines)

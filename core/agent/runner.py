@@ -1,0 +1,148 @@
+"""The pure agent runner: provider + tools + messages -> result and events. No storage."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from core.events import EventType
+from core.providers.base import ChatMessage, ChatRequest, Completion, Provider, TextDelta, ToolSpec
+from core.tools.base import ToolContext
+from core.tools.registry import ToolRegistry
+
+__all__ = ["NUDGE", "RunLimits", "RunObserver", "RunResult", "run_agent"]
+
+log = logging.getLogger(__name__)
+
+TASK_COMPLETE_TOOL = "task_complete"
+NUDGE = (
+    "Continue working on the task on your own. When it is completely done, call the "
+    "task_complete tool with a short summary."
+)
+_PREVIEW_CHARS = 500
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunLimits:
+    max_iterations: int
+    max_continuations: int = 0
+    autopilot: bool = False
+    stream: bool = True
+
+
+class RunObserver(Protocol):
+    """Receives what the runner does, as it does it."""
+
+    async def event(self, type: str, data: dict[str, Any]) -> None: ...
+
+    async def delta(self, text: str) -> None: ...
+
+
+@dataclass(slots=True)
+class RunResult:
+    text: str = ""
+    messages: list[ChatMessage] = field(default_factory=list)
+    """Everything the run added to the conversation (assistant, tool, nudge messages)."""
+    llm_calls: int = 0
+    task_complete: bool = False
+    stop: Literal["answered", "task_complete", "max_iterations"] = "answered"
+
+
+async def _call(
+    provider: Provider, request: ChatRequest, observer: RunObserver, stream: bool
+) -> Completion:
+    if not stream:
+        return await provider.complete(request)
+    completion: Completion | None = None
+    async for item in provider.stream(request):
+        if isinstance(item, TextDelta):
+            if item.text:
+                await observer.delta(item.text)
+        else:
+            completion = item
+    if completion is None:  # a provider that broke its contract
+        raise RuntimeError(f"provider {provider.name} ended a stream without a completion")
+    return completion
+
+
+async def run_agent(
+    *,
+    provider: Provider,
+    tools: ToolRegistry,
+    specs: Sequence[ToolSpec],
+    tool_context: ToolContext,
+    system: str,
+    history: Sequence[ChatMessage],
+    limits: RunLimits,
+    observer: RunObserver,
+) -> RunResult:
+    """Run LLM turns until the model answers without tool calls (or a limit is hit).
+
+    One turn is exactly one LLM call, bracketed by ``assistant.turn_start`` and
+    ``assistant.turn_end`` events.
+    """
+    result = RunResult()
+    conversation = list(history)
+    continuations = 0
+    while True:
+        if result.llm_calls >= limits.max_iterations:
+            result.stop = "max_iterations"
+            break
+        result.llm_calls += 1
+        await observer.event(EventType.TURN_START, {"iteration": result.llm_calls})
+        request = ChatRequest(system=system, messages=tuple(conversation), tools=tuple(specs))
+        completion = await _call(provider, request, observer, limits.stream)
+        reply = ChatMessage(
+            role="assistant", content=completion.text, tool_calls=completion.tool_calls
+        )
+        conversation.append(reply)
+        result.messages.append(reply)
+        if completion.text:
+            result.text = completion.text
+        await observer.event(
+            EventType.ASSISTANT_MESSAGE,
+            {
+                "content": completion.text,
+                "tool_calls": [c.name for c in completion.tool_calls],
+                "usage": completion.usage.model_dump(),
+            },
+        )
+        for call in completion.tool_calls:
+            await observer.event(
+                EventType.TOOL_START, {"tool": call.name, "call_id": call.id, "arguments": call.arguments}
+            )
+            outcome = await tools.execute(call, tool_context)
+            tool_message = ChatMessage(
+                role="tool", content=outcome.content, tool_call_id=call.id, name=call.name
+            )
+            conversation.append(tool_message)
+            result.messages.append(tool_message)
+            await observer.event(
+                EventType.TOOL_COMPLETE,
+                {
+                    "tool": call.name,
+                    "call_id": call.id,
+                    "is_error": outcome.is_error,
+                    "result": outcome.content[:_PREVIEW_CHARS],
+                },
+            )
+            if call.name == TASK_COMPLETE_TOOL and not outcome.is_error:
+                result.task_complete = True
+                if not result.text:
+                    result.text = str(call.arguments.get("summary") or "Task complete.")
+        await observer.event(EventType.TURN_END, {"iteration": result.llm_calls})
+        if result.task_complete:
+            result.stop = "task_complete"
+            break
+        if completion.tool_calls:
+            continue
+        if limits.autopilot and continuations < limits.max_continuations:
+            continuations += 1
+            nudge = ChatMessage(role="user", content=NUDGE)
+            conversation.append(nudge)
+            result.messages.append(nudge)
+            continue
+        break
+    return result

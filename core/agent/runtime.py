@@ -1,0 +1,160 @@
+"""The agent runtime: claims messages, runs one turn per session at a time, many sessions at once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from core.agent.services import AgentServices
+from core.agent.turn import TurnHandler
+from core.bus.base import Claim
+from core.bus.owner import make_owner
+from core.logctx import log_context
+from core.messages import InboundMessage
+
+__all__ = ["AgentRuntime"]
+
+log = logging.getLogger(__name__)
+
+
+class _Running:
+    __slots__ = ("message", "stop", "task")
+
+    def __init__(self, message: InboundMessage, task: asyncio.Task[None]) -> None:
+        self.message = message
+        self.task = task
+        self.stop = asyncio.Event()
+
+
+class AgentRuntime:
+    """Owns the claim loop, lease renewal, /stop, and graceful shutdown."""
+
+    def __init__(self, *, services: AgentServices, owner: str | None = None) -> None:
+        self._s = services
+        self.owner = owner or make_owner()
+        self._turns = TurnHandler(services=services, owner=self.owner)
+        self._running: dict[str, _Running] = {}
+        """By message id."""
+        self._slot_freed = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        services.commands.register("stop", self._stop_command, usage="/stop", summary="stop the running turn of this session")
+        services.commands.register("new", self._new_command, usage="/new", summary="start a fresh conversation (history is kept, not shown to the model)")
+        services.commands.register("status", self._status_command, usage="/status", summary="this session, queue and model")
+
+    @property
+    def busy_sessions(self) -> int:
+        return len(self._running)
+
+    async def start(self) -> None:
+        released = await self._s.bus.release_dead_owners()
+        if released:
+            log.info("recovered messages of a previous run count=%d", released)
+        self._tasks = [
+            asyncio.create_task(self._claim_loop(), name="familiar-claim-loop"),
+            asyncio.create_task(self._renew_loop(), name="familiar-lease-renewal"),
+        ]
+
+    async def stop(self, *, grace: float | None = None) -> None:
+        """Stop claiming; let running turns finish within ``grace``; release the rest."""
+        self._stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        grace = self._s.config.shutdown_grace if grace is None else grace
+        pending = [r.task for r in self._running.values()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace)
+            leftover = [r.message.id for r in self._running.values() if r.task in still]
+            for task in still:
+                task.cancel()
+            await asyncio.gather(*still, return_exceptions=True)
+            await self._s.bus.release(leftover, owner=self.owner)
+            if leftover:
+                log.info("released unfinished messages count=%d", len(leftover))
+
+    async def _claim_loop(self) -> None:
+        cfg = self._s.config
+        while not self._stopping.is_set():
+            free = cfg.max_concurrent_sessions - len(self._running)
+            if free > 0:
+                try:
+                    claims = await self._s.bus.claim(owner=self.owner, limit=free, lease_seconds=cfg.lease_seconds)
+                except Exception:
+                    log.exception("claim failed; retrying")
+                    claims = []
+                    await asyncio.sleep(cfg.poll_interval)
+                for claim in claims:
+                    self._start_turn(claim)
+                if claims:
+                    continue
+            await self._wait_for_work(cfg.poll_interval if free > 0 else None)
+
+    async def _wait_for_work(self, timeout: float | None) -> None:
+        self._slot_freed.clear()
+        waiters = [asyncio.ensure_future(self._slot_freed.wait())]
+        if timeout is not None:
+            waiters.append(asyncio.ensure_future(self._s.bus.wait_inbound(timeout)))
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+
+    def _start_turn(self, claim: Claim) -> None:
+        message = claim.message
+        running: _Running
+
+        async def turn() -> None:
+            with log_context(session_key=message.session_key, message_id=message.id):
+                try:
+                    await self._turns.handle(claim, stop_requested=running.stop)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("turn crashed; the message stays claimable after its lease")
+                finally:
+                    self._running.pop(message.id, None)
+                    self._slot_freed.set()
+
+        task = asyncio.create_task(turn(), name=f"turn-{message.id}")
+        running = _Running(message, task)
+        self._running[message.id] = running
+
+    async def _renew_loop(self) -> None:
+        lease = self._s.config.lease_seconds
+        while True:
+            await asyncio.sleep(lease / 3)
+            ids = list(self._running)
+            try:
+                await self._s.bus.renew(ids, owner=self.owner, lease_seconds=lease)
+            except Exception:
+                log.exception("lease renewal failed")
+
+    # -- commands that need the runtime -------------------------------------------------
+
+    async def _stop_command(self, message: InboundMessage, _args: str) -> str:
+        stopped = 0
+        for running in list(self._running.values()):
+            if running.message.session_key == message.session_key and running.message.id != message.id:
+                running.stop.set()
+                running.task.cancel()
+                stopped += 1
+        return "Stopping the running turn." if stopped else "Nothing is running in this session."
+
+    async def _new_command(self, message: InboundMessage, _args: str) -> str:
+        await self._s.sessions.ensure(message.session_key, message.delivery.channel)
+        epoch = await self._s.sessions.new_epoch(message.session_key)
+        return f"Started a fresh conversation (context #{epoch}); earlier messages stay in the log."
+
+    async def _status_command(self, message: InboundMessage, _args: str) -> str:
+        row = await self._s.sessions.get(message.session_key)
+        provider = self._s.provider.name if self._s.provider else "none configured"
+        count = row.message_count if row else 0
+        return (
+            f"session {message.session_key} · {count} messages · context #{row.epoch if row else 0}\n"
+            f"provider {provider} · {len(self._running)} turns running in this process"
+        )

@@ -1,0 +1,87 @@
+"""Assembles the core runtime from config: store, bus, tools, context, agent runtime."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.agent.commands import CommandRouter
+from core.agent.config import AgentConfig
+from core.agent.context import ContextBuilder
+from core.agent.runtime import AgentRuntime
+from core.agent.services import AgentServices
+from core.agent.task_complete import task_complete
+from core.bus.ephemeral import EphemeralHub
+from core.bus.sql import SqlBus
+from core.events import EventLog
+from core.providers.base import Provider
+from core.sessions import SessionStore
+from core.store.engine import Store
+from core.tools.config import ToolsConfig
+from core.tools.exec import exec_tools
+from core.tools.fs import fs_tools
+from core.tools.policy import ToolPolicy
+from core.tools.registry import ToolRegistry
+from core.workspace import scaffold_workspace
+
+__all__ = ["CoreApp", "build_core"]
+
+
+@dataclass(kw_only=True)
+class CoreApp:
+    """The running core: services plus the agent runtime that works on them."""
+
+    services: AgentServices
+    runtime: AgentRuntime
+
+    @property
+    def store(self) -> Store:
+        return self.services.store
+
+    @property
+    def bus(self) -> SqlBus:
+        return self.services.bus
+
+    async def start(self) -> None:
+        await self.runtime.start()
+
+    async def stop(self, *, grace: float | None = None) -> None:
+        await self.runtime.stop(grace=grace)
+        if self.services.provider is not None:
+            await self.services.provider.aclose()
+        await self.services.store.close()
+
+
+async def build_core(
+    *,
+    store_url: str,
+    workspace: Path,
+    agent: AgentConfig,
+    tools: ToolsConfig,
+    provider: Provider | None,
+    store: Store | None = None,
+) -> CoreApp:
+    """Open the store (migrating it), scaffold the workspace and wire the runtime."""
+    await asyncio.to_thread(scaffold_workspace, workspace)
+    if store is None:
+        store = Store(url=store_url)
+        await store.open()
+    registry = ToolRegistry(
+        tools=[*fs_tools(tools), *exec_tools(tools), task_complete],
+        policy=ToolPolicy(config=tools.policy),
+    )
+    services = AgentServices(
+        store=store,
+        bus=SqlBus(store=store),
+        hub=EphemeralHub(),
+        sessions=SessionStore(store=store),
+        events=EventLog(store=store),
+        provider=provider,
+        tools=registry,
+        context=ContextBuilder(workspace=workspace, config=agent.context, agent_name=agent.name),
+        config=agent,
+        workspace=workspace,
+        commands=CommandRouter(),
+    )
+    return CoreApp(services=services, runtime=AgentRuntime(services=services))

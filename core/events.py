@@ -1,0 +1,105 @@
+"""The append-only session event log: what happened, in order, per session."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from core.store.engine import Store
+from core.store.models import EventRow
+
+__all__ = ["Event", "EventLog", "EventType"]
+
+
+class EventType:
+    """Public event type names (hooks, scripts and ``sessions show --events`` rely on them)."""
+
+    USER_MESSAGE: Final = "user.message"
+    TURN_START: Final = "assistant.turn_start"
+    ASSISTANT_MESSAGE: Final = "assistant.message"
+    TURN_END: Final = "assistant.turn_end"
+    TOOL_START: Final = "tool.execution_start"
+    TOOL_COMPLETE: Final = "tool.execution_complete"
+    IDLE: Final = "session.idle"
+    TASK_COMPLETE: Final = "session.task_complete"
+    ERROR: Final = "session.error"
+    SCHEDULE_CREATED: Final = "session.schedule_created"
+    SCHEDULE_CANCELLED: Final = "session.schedule_cancelled"
+    SUBAGENT_STARTED: Final = "subagent.started"
+    SUBAGENT_COMPLETED: Final = "subagent.completed"
+    SUBAGENT_FAILED: Final = "subagent.failed"
+    HOOK_BLOCKED: Final = "hook.blocked"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of a session's event log."""
+
+    session_key: str
+    type: str
+    message_id: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+    id: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "session": self.session_key,
+            "message_id": self.message_id,
+            "at": self.created_at,
+            "data": self.data,
+        }
+
+
+class EventLog:
+    """Appends and reads events. Appends can join a caller's transaction."""
+
+    def __init__(self, *, store: Store, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._clock = clock
+
+    def add_to(self, session: AsyncSession, events: Sequence[Event]) -> None:
+        """Stage ``events`` in an open write transaction."""
+        for e in events:
+            session.add(
+                EventRow(
+                    session_key=e.session_key,
+                    type=e.type,
+                    message_id=e.message_id,
+                    data=json.dumps(e.data, default=str),
+                    created_at=e.created_at,
+                )
+            )
+
+    async def append(self, *events: Event) -> None:
+        async with self._store.write() as s:
+            self.add_to(s, events)
+
+    async def list(
+        self, session_key: str, *, message_id: str | None = None, limit: int = 10_000
+    ) -> list[Event]:
+        query = select(EventRow).where(col(EventRow.session_key) == session_key)
+        if message_id is not None:
+            query = query.where(col(EventRow.message_id) == message_id)
+        query = query.order_by(col(EventRow.id)).limit(limit)
+        async with self._store.read() as s:
+            rows = (await s.exec(query)).all()
+        return [
+            Event(
+                session_key=r.session_key,
+                type=r.type,
+                message_id=r.message_id,
+                data=json.loads(r.data),
+                created_at=r.created_at,
+                id=r.id,
+            )
+            for r in rows
+        ]

@@ -1,0 +1,326 @@
+"""OpenAIProvider: the Chat Completions API (OpenAI, Ollama, vLLM, llama.cpp, OpenRouter)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import httpx
+
+from core.errors import ConfigError
+from core.providers.base import (
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+from core.providers.config import DEFAULT_BASE_URLS, ProviderConfig
+from core.providers.retry import (
+    RetryPolicy,
+    StatusFailure,
+    final_completion,
+    parse_json,
+    raise_for_status,
+)
+
+__all__ = ["OpenAIProvider"]
+
+logger = logging.getLogger(__name__)
+
+
+class OpenAIProvider:
+    """An OpenAI-compatible Chat Completions endpoint, streamed over SSE.
+
+    Needs nothing vendor-specific: any server that speaks ``POST {base_url}/chat/completions``
+    works. Retries, timeouts and error mapping follow :class:`RetryPolicy`.
+    """
+
+    name = "openai"
+
+    def __init__(self, *, config: ProviderConfig, client: httpx.AsyncClient | None = None) -> None:
+        """Create the provider.
+
+        Args:
+            config: endpoint, key, model, timeouts and retry settings.
+            client: a shared HTTP client to use (not closed by :meth:`aclose`); by
+                default the provider owns one.
+
+        Raises:
+            ConfigError: no model is configured for a self-hosted endpoint.
+        """
+        base_url = config.effective_base_url or DEFAULT_BASE_URLS["openai"]
+        model = config.effective_model
+        if model is None:
+            raise ConfigError(
+                f"provider.model is required for the OpenAI-compatible server at {base_url} "
+                "(e.g. the model name shown by `ollama list`)",
+                key="provider.model",
+            )
+        self._config = config
+        self._model = model
+        self._url = f"{base_url}/chat/completions"
+        self._retry = RetryPolicy.from_config(config, base_url=base_url)
+        self._timeout = httpx.Timeout(
+            connect=config.timeout_connect,
+            read=config.timeout_read,
+            write=config.timeout_connect,
+            pool=config.timeout_connect,
+        )
+        self._headers = {"Accept": "application/json"}
+        if config.api_key is not None:
+            self._headers["Authorization"] = f"Bearer {config.api_key.get_secret_value()}"
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.AsyncClient(timeout=self._timeout)
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one call: text deltas, then one :class:`Completion`.
+
+        Raises:
+            ProviderError: a subclass, once retries are exhausted or after output began.
+        """
+        return self._retry.run(lambda: self._stream_once(request))
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """One call without streaming.
+
+        Raises:
+            ProviderError: a subclass, once retries are exhausted.
+        """
+        return await final_completion(self._retry.run(lambda: self._complete_once(request)))
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider created it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def _stream_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        body = self._payload(request, stream=True)
+        state = _StreamState()
+        async with self._client.stream(
+            "POST",
+            self._url,
+            json=body,
+            headers={**self._headers, "Accept": "text/event-stream"},
+            timeout=self._timeout,
+        ) as response:
+            await raise_for_status(response)
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                if data:
+                    for text in state.feed(parse_json(data)):
+                        yield TextDelta(text=text)
+        yield state.completion()
+
+    async def _complete_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        response = await self._client.post(
+            self._url,
+            json=self._payload(request, stream=False),
+            headers=self._headers,
+            timeout=self._timeout,
+        )
+        await raise_for_status(response)
+        yield _parse_completion(parse_json(response.content))
+
+    def _payload(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model or self._model,
+            "messages": _to_openai_messages(request),
+        }
+        max_tokens = request.max_tokens or self._config.max_tokens
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        temperature = (
+            request.temperature if request.temperature is not None else self._config.temperature
+        )
+        if temperature is not None:
+            body["temperature"] = temperature
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                    },
+                }
+                for tool in request.tools
+            ]
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+
+def _to_openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    messages.extend(_to_openai_message(message) for message in request.messages)
+    return messages
+
+
+def _to_openai_message(message: ChatMessage) -> dict[str, Any]:
+    if message.role == "tool":
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id or "",
+            "content": message.content,
+        }
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            "content": message.content or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    return {"role": message.role, "content": message.content}
+
+
+def _parse_arguments(raw: Any, name: str) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        # The tool's validation then tells the model its arguments were missing.
+        logger.warning("model sent non-object arguments for tool %s: %.200r", name, raw)
+        return {}
+    return parsed
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    return Usage(
+        input_tokens=int(raw.get("prompt_tokens") or 0),
+        output_tokens=int(raw.get("completion_tokens") or 0),
+    )
+
+
+def _raise_stream_error(error: Any) -> None:
+    """OpenRouter and some proxies report failures as a JSON ``error`` chunk."""
+    if isinstance(error, dict):
+        code = error.get("code")
+        status = code if isinstance(code, int) and 400 <= code < 600 else 502
+        raise StatusFailure(status=status, detail=str(error.get("message") or error)[:300])
+    raise StatusFailure(status=502, detail=str(error)[:300])
+
+
+def _parse_completion(body: Any) -> Completion:
+    if not isinstance(body, dict):
+        raise StatusFailure(status=502, detail="response is not a JSON object")
+    if body.get("error"):
+        _raise_stream_error(body["error"])
+    choices = body.get("choices") or [{}]
+    choice = choices[0]
+    message = choice.get("message") or {}
+    calls = []
+    for raw in message.get("tool_calls") or []:
+        call = _PartialCall()
+        call.feed(raw)
+        calls.append(call.build())
+    return Completion(
+        text=message.get("content") or "",
+        tool_calls=tuple(calls),
+        finish_reason=choice.get("finish_reason"),
+        usage=_usage(body.get("usage")) or Usage(),
+    )
+
+
+def _new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class _PartialCall:
+    """A tool call being assembled from streamed fragments."""
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: list[str] = []
+
+    def feed(self, fragment: dict[str, Any]) -> None:
+        if fragment.get("id") and not self.id:
+            self.id = fragment["id"]
+        function = fragment.get("function") or {}
+        if function.get("name") and not self.name:
+            self.name = function["name"]
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):
+            self.arguments = [json.dumps(arguments)]
+        elif arguments:
+            self.arguments.append(arguments)
+
+    def build(self) -> ToolCall:
+        return ToolCall(
+            id=self.id or _new_call_id(),
+            name=self.name,
+            arguments=_parse_arguments("".join(self.arguments), self.name),
+        )
+
+
+class _StreamState:
+    """Accumulates streamed chunks into the final :class:`Completion`."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, _PartialCall] = {}
+        self.finish_reason: str | None = None
+        self.usage = Usage()
+
+    def feed(self, chunk: Any) -> list[str]:
+        """Take one chunk; return the text it adds."""
+        if not isinstance(chunk, dict):
+            raise StatusFailure(status=502, detail="stream chunk is not a JSON object")
+        if chunk.get("error"):
+            _raise_stream_error(chunk["error"])
+        self.usage = _usage(chunk.get("usage")) or self.usage
+        texts: list[str] = []
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                texts.append(delta["content"])
+            for fragment in delta.get("tool_calls") or []:
+                self._feed_call(fragment)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        self.text.extend(texts)
+        return texts
+
+    def _feed_call(self, fragment: dict[str, Any]) -> None:
+        index = fragment.get("index")
+        if not isinstance(index, int):
+            # Servers that send whole calls without an index: a new id starts a new call.
+            index = len(self.calls) if fragment.get("id") or not self.calls else len(self.calls) - 1
+        self.calls.setdefault(index, _PartialCall()).feed(fragment)
+
+    def completion(self) -> Completion:
+        return Completion(
+            text="".join(self.text),
+            tool_calls=tuple(self.calls[i].build() for i in sorted(self.calls)),
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+        )

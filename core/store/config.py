@@ -1,0 +1,22 @@
+"""Configuration of the store."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["StoreConfig"]
+
+
+class StoreConfig(BaseModel):
+    """Where familiar keeps its state.
+
+    ``url`` is an SQLAlchemy async URL. Unset means the embedded SQLite file
+    ``familiar.db`` in the home directory (the gateway fills it in).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = None
+    busy_timeout_ms: int = Field(default=5000, ge=0)
+    pool_size: int = Field(default=10, ge=1)
+    echo: bool = False

@@ -1,0 +1,107 @@
+"""The Store: an async SQLAlchemy engine, short write transactions, migrations at open."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from core.errors import StoreError
+from core.store.config import StoreConfig
+from core.store.migrate import upgrade_to_head
+
+__all__ = ["Store"]
+
+log = logging.getLogger(__name__)
+
+
+class Store:
+    """Owns the engine. ``write()`` gives a transaction that commits on exit.
+
+    SQLite allows one writer at a time; in-process writers queue on an asyncio lock
+    instead of spinning on ``SQLITE_BUSY``, so the event loop never waits on the file lock.
+    """
+
+    def __init__(self, *, url: str, config: StoreConfig | None = None) -> None:
+        self.url = url
+        self.config = config or StoreConfig()
+        parsed = make_url(url)
+        self.dialect = parsed.get_backend_name()
+        self._engine: AsyncEngine | None = None
+        self._sessions: async_sessionmaker[AsyncSession] | None = None
+        self._write_lock = asyncio.Lock() if self.is_sqlite else None
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    @property
+    def engine(self) -> AsyncEngine:
+        if self._engine is None:
+            raise StoreError("store is not open")
+        return self._engine
+
+    async def open(self, *, migrate: bool = True) -> None:
+        """Create the engine and bring the schema to the newest migration."""
+        kwargs: dict[str, Any] = {"echo": self.config.echo}
+        if not self.is_sqlite:
+            kwargs["pool_size"] = self.config.pool_size
+            kwargs["pool_pre_ping"] = True
+        engine = create_async_engine(self.url, **kwargs)
+        if self.is_sqlite:
+            busy = self.config.busy_timeout_ms
+
+            @event.listens_for(engine.sync_engine, "connect")
+            def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+                cur = dbapi_conn.cursor()
+                for pragma in (
+                    "journal_mode=WAL",
+                    f"busy_timeout={busy}",
+                    "foreign_keys=ON",
+                    "synchronous=NORMAL",
+                ):
+                    cur.execute(f"PRAGMA {pragma}")
+                cur.close()
+
+        self._engine = engine
+        self._sessions = async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
+        if migrate:
+            try:
+                async with engine.begin() as conn:
+                    await conn.run_sync(upgrade_to_head)
+            except SQLAlchemyError as exc:
+                raise StoreError(f"cannot migrate the database: {exc}") from exc
+        log.info("store open dialect=%s", self.dialect)
+
+    async def close(self) -> None:
+        if self._engine is not None:
+            await self._engine.dispose()
+            self._engine = None
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        """A session for reads (no commit)."""
+        if self._sessions is None:
+            raise StoreError("store is not open")
+        async with self._sessions() as session:
+            yield session
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """A short write transaction: commits on success, rolls back on error."""
+        if self._sessions is None:
+            raise StoreError("store is not open")
+        if self._write_lock is None:
+            async with self._sessions() as session, session.begin():
+                yield session
+            return
+        async with self._write_lock, self._sessions() as session, session.begin():
+            yield session

@@ -1,0 +1,116 @@
+"""SQLModel tables: sessions, history, events, inbound/outbound queues, dedupe keys."""
+
+from __future__ import annotations
+
+from sqlalchemy import Index, Text
+from sqlmodel import Column, Field, SQLModel
+
+__all__ = [
+    "DedupeRow",
+    "EventRow",
+    "HistoryRow",
+    "InboundRow",
+    "OutboundRow",
+    "SessionRow",
+]
+
+# Times are unix seconds (float): comparable in SQL on every dialect, no tz ambiguity.
+
+
+class SessionRow(SQLModel, table=True):
+    """A conversation. ``epoch`` grows on /new; the prompt only sees the current epoch."""
+
+    __tablename__ = "sessions"
+
+    key: str = Field(primary_key=True, max_length=512)
+    channel: str = Field(default="", max_length=64)
+    created_at: float
+    updated_at: float
+    epoch: int = 0
+    summary: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    summary_upto: int = 0
+    """History row id up to which ``summary`` covers the current epoch."""
+    message_count: int = 0
+
+
+class HistoryRow(SQLModel, table=True):
+    """One message of a session's conversation history."""
+
+    __tablename__ = "history"
+    __table_args__ = (Index("ix_history_session_epoch_id", "session_key", "epoch", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_key: str = Field(max_length=512)
+    epoch: int = 0
+    inbound_id: str | None = Field(default=None, max_length=64, index=True)
+    role: str = Field(max_length=16)
+    content: str = Field(default="", sa_column=Column(Text, nullable=False))
+    tool_calls: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    tool_call_id: str | None = Field(default=None, max_length=128)
+    name: str | None = Field(default=None, max_length=128)
+    created_at: float
+
+
+class EventRow(SQLModel, table=True):
+    """Append-only event log entry of a session."""
+
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_session_id", "session_key", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_key: str = Field(max_length=512)
+    type: str = Field(max_length=64)
+    message_id: str | None = Field(default=None, max_length=64)
+    data: str = Field(default="{}", sa_column=Column(Text, nullable=False))
+    created_at: float
+
+
+class InboundRow(SQLModel, table=True):
+    """A durable inbound message; status pending -> claimed -> done|failed."""
+
+    __tablename__ = "inbound"
+    __table_args__ = (
+        Index("ix_inbound_status_seq", "status", "seq"),
+        Index("ix_inbound_session_status", "session_key", "status"),
+    )
+
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(max_length=64, unique=True)
+    session_key: str = Field(max_length=512)
+    status: str = Field(default="pending", max_length=16)
+    control: bool = False
+    """Control messages (/stop) may be claimed while their session is busy."""
+    payload: str = Field(sa_column=Column(Text, nullable=False))
+    lease_owner: str | None = Field(default=None, max_length=128)
+    lease_until: float | None = None
+    attempts: int = 0
+    created_at: float
+    finished_at: float | None = None
+
+
+class OutboundRow(SQLModel, table=True):
+    """A durable final reply waiting for (or done with) delivery."""
+
+    __tablename__ = "outbound"
+    __table_args__ = (Index("ix_outbound_channel_status", "channel", "status", "next_attempt_at"),)
+
+    id: str = Field(primary_key=True, max_length=80)
+    inbound_id: str = Field(max_length=64, index=True)
+    session_key: str = Field(max_length=512)
+    channel: str = Field(max_length=64)
+    payload: str = Field(sa_column=Column(Text, nullable=False))
+    status: str = Field(default="pending", max_length=16)
+    attempts: int = 0
+    next_attempt_at: float = 0.0
+    last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    created_at: float
+    delivered_at: float | None = None
+
+
+class DedupeRow(SQLModel, table=True):
+    """A platform event id or idempotency key already accepted, and its message id."""
+
+    __tablename__ = "dedupe"
+    key: str = Field(primary_key=True, max_length=512)
+    message_id: str = Field(max_length=64)
+    created_at: float = Field(index=True)

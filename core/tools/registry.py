@@ -1,0 +1,139 @@
+"""ToolRegistry: the tools by name, their specs, and safe execution of tool calls."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from pydantic import ValidationError
+
+from core.errors import ConfigError, PolicyDenied, ToolError, ToolRetry, TurnCancelled
+from core.providers.base import ToolCall, ToolSpec
+
+from .base import Tool, ToolContext
+from .decorator import validation_message
+from .policy import ToolPolicy
+
+__all__ = ["ToolRegistry", "ToolResult"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResult:
+    """The outcome of one tool call, as given back to the model."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+class ToolRegistry:
+    """The tools available to an agent, looked up by name and run safely."""
+
+    def __init__(self, *, tools: Iterable[Tool] = (), policy: ToolPolicy | None = None) -> None:
+        """Create a registry.
+
+        Args:
+            tools: tools to register now.
+            policy: checked before every call; ``None`` allows every registered tool.
+        """
+        self._tools: dict[str, Tool] = {}
+        self.policy = policy
+        for t in tools:
+            self.register(t)
+
+    def register(self, tool: Tool) -> None:
+        """Add ``tool``.
+
+        Raises:
+            ConfigError: a tool with the same name is already registered.
+        """
+        if tool.name in self._tools:
+            raise ConfigError(f"duplicate tool name {tool.name!r}", key="tools")
+        self._tools[tool.name] = tool
+
+    def unregister(self, name: str) -> None:
+        """Remove the tool called ``name`` if there is one."""
+        self._tools.pop(name, None)
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or ``None``."""
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        """The registered tool names, sorted."""
+        return sorted(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def specs(
+        self, names: Iterable[str] | None = None, *, ctx: ToolContext | None = None
+    ) -> list[ToolSpec]:
+        """The specs offered to the model, sorted by name.
+
+        Args:
+            names: only tools matching one of these names or fnmatch patterns.
+            ctx: when given and there is a policy, only tools it allows for this caller.
+        """
+        selected = self.names()
+        if names is not None:
+            patterns = list(names)
+            selected = [n for n in selected if any(fnmatchcase(n, p) for p in patterns)]
+        if ctx is not None and self.policy is not None:
+            selected = self.policy.filter(
+                selected, channel=ctx.channel, agent_type=ctx.agent_type, depth=ctx.depth
+            )
+        return [
+            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+            for t in (self._tools[n] for n in selected)
+        ]
+
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        """Run ``call`` and turn every tool problem into an error result.
+
+        Unknown tools, policy refusals, invalid arguments, ``ToolRetry``/``ToolFailed``
+        and unexpected exceptions (logged with a traceback) all come back as
+        ``is_error`` results the model can react to.
+
+        Raises:
+            asyncio.CancelledError: the call was cancelled (propagated, never swallowed).
+            TurnCancelled: the user stopped the turn.
+        """
+        tool = self._tools.get(call.name)
+        if tool is None:
+            offered = ", ".join(s.name for s in self.specs(ctx=ctx)) or "none"
+            return self._error(call, f"unknown tool {call.name!r}; available tools: {offered}")
+        try:
+            if self.policy is not None:
+                self.policy.check(
+                    call.name, channel=ctx.channel, agent_type=ctx.agent_type, depth=ctx.depth
+                )
+            content = await tool.run(ctx, call.arguments)
+        except TurnCancelled:
+            raise
+        except PolicyDenied as exc:
+            return self._error(call, f"denied: {exc}")
+        except ToolRetry as exc:
+            return self._error(call, f"{exc}\n(fix the arguments and call {call.name} again)")
+        except ToolError as exc:
+            return self._error(call, f"{exc}")
+        except ValidationError as exc:
+            return self._error(call, validation_message(call.name, exc))
+        except Exception as exc:
+            logger.exception("tool %s crashed (call %s)", call.name, call.id)
+            return self._error(call, f"tool {call.name} crashed: {type(exc).__name__}: {exc}")
+        return ToolResult(call_id=call.id, name=call.name, content=content)
+
+    @staticmethod
+    def _error(call: ToolCall, message: str) -> ToolResult:
+        return ToolResult(
+            call_id=call.id, name=call.name, content=f"error: {message}", is_error=True
+        )

@@ -1,0 +1,420 @@
+"""Render, install and inspect familiar's systemd unit (`familiar service ...`)."""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import os
+import pwd
+import re
+import shlex
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from core.errors import ConfigError, FamiliarError
+
+__all__ = [
+    "UNIT_NAME",
+    "CommandResult",
+    "CommandRunner",
+    "ServiceError",
+    "ServiceManager",
+    "ServiceStatus",
+    "UnitKind",
+    "default_home",
+    "exec_start_for",
+    "render_unit",
+    "run_command",
+]
+
+UnitKind = Literal["user", "system"]
+UNIT_NAME = "familiar.service"
+SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
+SYSTEM_HOME = Path("/var/lib/familiar")  # StateDirectory=familiar
+
+# Where the unit templates live. `systemd/` at the repository root is the source of
+# truth; it is deliberately not a Python package, because a top-level import name
+# `systemd` would clash with the python-systemd library. A source checkout or editable
+# install finds it next to gateway/; a wheel ships the same files as data files under
+# <prefix>/share/familiar/systemd/.
+_TEMPLATE_DIRS = (
+    Path(__file__).resolve().parents[1] / "systemd",
+    Path(sys.prefix) / "share" / "familiar" / "systemd",
+)
+_TEMPLATE_FILES: dict[UnitKind, str] = {
+    "system": "familiar.service",
+    "user": "familiar-user.service",
+}
+# Directories that ProtectHome=yes makes inaccessible.
+_HOME_DIRS = (Path("/home"), Path("/root"), Path("/run/user"))
+_TOKEN = re.compile(r"@[A-Z_]+@")
+
+
+class ServiceError(FamiliarError):
+    """A systemctl command failed or could not be run.
+
+    Attributes:
+        command: the argv that failed.
+        returncode: its exit status, or None if it could not be started.
+        stderr: what it printed on stderr.
+    """
+
+    def __init__(
+        self, message: str, *, command: Sequence[str], returncode: int | None, stderr: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.command = tuple(command)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class CommandResult(NamedTuple):
+    """Outcome of one external command."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+CommandRunner = Callable[[Sequence[str]], Awaitable[CommandResult]]
+
+
+async def run_command(argv: Sequence[str]) -> CommandResult:
+    """Run ``argv`` without a shell or stdin and capture its output.
+
+    Raises:
+        FileNotFoundError: the program does not exist.
+    """
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0"},
+    )
+    out, err = await proc.communicate()
+    returncode = await proc.wait()
+    return CommandResult(returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def default_home(kind: UnitKind) -> Path:
+    """Return the FAMILIAR_HOME a unit of this kind uses when none is given."""
+    if kind == "system":
+        return SYSTEM_HOME
+    env = os.environ.get("FAMILIAR_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".familiar"
+
+
+def _quote(arg: str, *, exec_line: bool = False) -> str:
+    """Quote one word for a unit file, escaping specifiers (and variables in ExecStart=)."""
+    if any(ch in arg for ch in "\n\r\0"):
+        raise ConfigError(f"control characters are not allowed in unit file values: {arg!r}")
+    arg = arg.replace("%", "%%")
+    if exec_line:
+        arg = arg.replace("$", "$$")
+    if arg and not re.search(r"[\s\"'\\;]", arg):
+        return arg
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def exec_start_for(home: Path, *, python: str | None = None) -> str:
+    """Build the ExecStart= line that runs ``familiar gateway`` from this virtualenv.
+
+    ``-P`` keeps the working directory off ``sys.path``, so a stray ``gateway/``
+    folder there cannot shadow ours.
+
+    Args:
+        home: FAMILIAR_HOME (absolute).
+        python: interpreter; defaults to the running one (``sys.executable``).
+    """
+    argv = [python or sys.executable, "-P", "-m", "gateway.cli", "gateway", "--home", str(home)]
+    return " ".join(_quote(a, exec_line=True) for a in argv)
+
+
+def _under(path: Path, parents: Sequence[Path]) -> bool:
+    return any(path == p or p in path.parents for p in parents)
+
+
+def _template(kind: UnitKind) -> str:
+    name = _TEMPLATE_FILES[kind]
+    for directory in _TEMPLATE_DIRS:
+        if (directory / name).is_file():
+            return (directory / name).read_text(encoding="utf-8")
+    searched = ", ".join(str(d) for d in _TEMPLATE_DIRS)
+    raise ConfigError(f"unit template {name} not found (searched {searched})")
+
+
+def render_unit(
+    kind: UnitKind,
+    *,
+    exec_start: str,
+    home: Path,
+    user: str | None,
+    group: str | None = None,
+) -> str:
+    """Fill in a unit template.
+
+    Args:
+        kind: ``"system"`` (/etc/systemd/system) or ``"user"`` (systemctl --user).
+        exec_start: the complete, already quoted ExecStart= value (see `exec_start_for`).
+        home: FAMILIAR_HOME; absolute; made writable inside the sandbox.
+        user: account the system unit runs as (required for ``"system"``, ignored
+            for ``"user"``).
+        group: group of the system unit; defaults to ``user``.
+
+    Returns:
+        The unit file text.
+
+    Raises:
+        ConfigError: ``home`` is relative, a system unit has no user, or a value
+            contains characters a unit file cannot carry.
+    """
+    if not home.is_absolute():
+        raise ConfigError(f"FAMILIAR_HOME must be an absolute path, got {home}", key="home")
+    values = {
+        "@EXEC_START@": exec_start,
+        "@HOME@": _quote(str(home)),
+        "@HOME_ENV@": _quote(f"FAMILIAR_HOME={home}"),
+    }
+    if kind == "system":
+        if not user:
+            raise ConfigError("a system unit needs a user to run as", key="user")
+        executable = Path(shlex.split(exec_start)[0]) if exec_start.strip() else Path("/")
+        exposed = _under(home, _HOME_DIRS) or _under(executable, _HOME_DIRS)
+        values |= {
+            "@USER@": _quote(user),
+            "@GROUP@": _quote(group or user),
+            # ProtectHome=yes would hide a home or virtualenv under /home or /root.
+            "@PROTECT_HOME@": "read-only" if exposed else "yes",
+        }
+    text = _template(kind)
+    for token, value in values.items():
+        text = text.replace(token, value)
+    if leftover := _TOKEN.search(text):
+        raise ConfigError(f"unit template {kind} has an unknown placeholder {leftover.group()}")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceStatus:
+    """What `ServiceManager.status` found.
+
+    Attributes:
+        kind: which manager was asked.
+        unit_path: where the unit file is (or would be).
+        installed: whether that file exists.
+        active_state: ``systemctl is-active`` output: active, inactive, failed, ...
+        details: ``systemctl status`` output (recent log lines included).
+    """
+
+    kind: UnitKind
+    unit_path: Path
+    installed: bool
+    active_state: str
+    details: str
+
+    @property
+    def active(self) -> bool:
+        """True while the daemon is running."""
+        return self.active_state == "active"
+
+
+class ServiceManager:
+    """Installs, removes and inspects the familiar unit through systemctl.
+
+    Args:
+        run: runs one command (argv) and returns its result; defaults to a subprocess.
+        user_unit_dir: where user units go; defaults to
+            ``$XDG_CONFIG_HOME/systemd/user`` (``~/.config/systemd/user``).
+        system_unit_dir: where system units go; defaults to ``/etc/systemd/system``.
+        python: interpreter for ExecStart=; defaults to ``sys.executable``.
+    """
+
+    def __init__(
+        self,
+        *,
+        run: CommandRunner = run_command,
+        user_unit_dir: Path | None = None,
+        system_unit_dir: Path = SYSTEM_UNIT_DIR,
+        python: str | None = None,
+    ) -> None:
+        if user_unit_dir is None:
+            config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+            user_unit_dir = Path(config) / "systemd" / "user"
+        self._run = run
+        self._dirs: dict[UnitKind, Path] = {"user": user_unit_dir, "system": system_unit_dir}
+        self._python = python or sys.executable
+
+    def unit_path(self, kind: UnitKind) -> Path:
+        """Return where the unit file of this kind lives."""
+        return self._dirs[kind] / UNIT_NAME
+
+    async def install(
+        self,
+        kind: UnitKind,
+        *,
+        now: bool = False,
+        home: Path | None = None,
+        user: str | None = None,
+    ) -> list[str]:
+        """Write the unit, reload systemd and enable it (and start it with ``now``).
+
+        Args:
+            kind: user or system unit.
+            now: also start (or restart into) the daemon.
+            home: FAMILIAR_HOME; defaults to `default_home`. Created if missing.
+            user: account of a system unit; defaults to ``familiar``. Must exist.
+
+        Returns:
+            Lines to show the user: what was done and what to do next.
+
+        Raises:
+            ConfigError: the user does not exist or the unit file cannot be written.
+            ServiceError: systemctl is missing or failed.
+        """
+        home = (home or default_home(kind)).expanduser().absolute()
+        owner: tuple[str, str, int, int] | None = None
+        if kind == "system":
+            owner = _account(user or "familiar")
+        text = render_unit(
+            kind,
+            exec_start=exec_start_for(home, python=self._python),
+            home=home,
+            user=owner[0] if owner else None,
+            group=owner[1] if owner else None,
+        )
+        if not (kind == "system" and home == SYSTEM_HOME):  # StateDirectory= creates that one
+            _make_home(home, owner)
+        path = self.unit_path(kind)
+        _write_unit(path, text)
+        lines = [f"wrote {path}"]
+        await self._systemctl(kind, "daemon-reload")
+        await self._systemctl(kind, "enable", *(["--now"] if now else []), UNIT_NAME)
+        ctl = _ctl(kind)
+        lines.append(f"enabled {UNIT_NAME}" + (" and started it" if now else ""))
+        if not now:
+            lines.append(f"start it with: {ctl} start familiar")
+        lines.append(f"logs: journalctl {'--user ' if kind == 'user' else ''}-u familiar -f")
+        if kind == "user":
+            login = pwd.getpwuid(os.getuid()).pw_name
+            lines.append(
+                "to keep it running while you are logged out (and start it at boot), run: "
+                f"loginctl enable-linger {login}"
+            )
+        return lines
+
+    async def uninstall(self, kind: UnitKind) -> list[str]:
+        """Stop and disable the daemon, remove its unit file and reload systemd.
+
+        FAMILIAR_HOME (config, database, workspace) is left alone.
+
+        Raises:
+            ConfigError: the unit file cannot be removed.
+            ServiceError: systemctl is missing or failed.
+        """
+        path = self.unit_path(kind)
+        if not path.exists():
+            return [f"{UNIT_NAME} is not installed ({path} does not exist)"]
+        await self._systemctl(kind, "disable", "--now", UNIT_NAME)
+        try:
+            path.unlink()
+        except OSError as exc:
+            raise ConfigError(f"cannot remove {path}: {exc.strerror}") from exc
+        await self._systemctl(kind, "daemon-reload")
+        return [f"stopped and disabled {UNIT_NAME}", f"removed {path}"]
+
+    async def status(self, kind: UnitKind) -> ServiceStatus:
+        """Ask systemd whether the daemon runs and for its recent status.
+
+        Raises:
+            ServiceError: systemctl is missing or failed unexpectedly.
+        """
+        # is-active exits 3 (or 4 when there is no such unit) for "not running";
+        # status the same: those are answers, not failures.
+        active = await self._systemctl(kind, "is-active", UNIT_NAME, ok=(0, 3, 4))
+        details = await self._systemctl(
+            kind, "status", "--no-pager", "--lines=20", UNIT_NAME, ok=(0, 3, 4)
+        )
+        path = self.unit_path(kind)
+        return ServiceStatus(
+            kind=kind,
+            unit_path=path,
+            installed=path.exists(),
+            active_state=active.stdout.strip() or "unknown",
+            details=(details.stdout + details.stderr).rstrip(),
+        )
+
+    async def _systemctl(
+        self, kind: UnitKind, *args: str, ok: Sequence[int] = (0,)
+    ) -> CommandResult:
+        argv = ["systemctl", *(["--user"] if kind == "user" else []), *args]
+        shown = " ".join(argv)
+        try:
+            result = await self._run(argv)
+        except FileNotFoundError as exc:
+            raise ServiceError(
+                f"`{shown}` failed: systemctl not found; is this a systemd host?",
+                command=argv,
+                returncode=None,
+            ) from exc
+        if result.returncode not in ok:
+            stderr = result.stderr.strip()
+            hint = ""
+            if kind == "user" and "bus" in stderr.lower():
+                hint = " (no user systemd instance here: log in as that user, not via su/sudo)"
+            raise ServiceError(
+                f"`{shown}` exited with {result.returncode}: {stderr or '(no stderr)'}{hint}",
+                command=argv,
+                returncode=result.returncode,
+                stderr=result.stderr,
+            )
+        return result
+
+
+def _ctl(kind: UnitKind) -> str:
+    return "systemctl --user" if kind == "user" else "systemctl"
+
+
+def _account(user: str) -> tuple[str, str, int, int]:
+    """Return (user, primary group, uid, gid) of an existing account."""
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise ConfigError(
+            f"user {user!r} does not exist; create it with: useradd --system --home-dir "
+            f"{SYSTEM_HOME} --shell /usr/sbin/nologin {user}",
+            key="user",
+        ) from None
+    try:
+        group = grp.getgrgid(entry.pw_gid).gr_name
+    except KeyError:
+        group = str(entry.pw_gid)
+    return entry.pw_name, group, entry.pw_uid, entry.pw_gid
+
+
+def _make_home(home: Path, owner: tuple[str, str, int, int] | None) -> None:
+    # ReadWritePaths= on a missing directory makes the unit fail to start (226/NAMESPACE).
+    if home.is_dir():
+        return
+    try:
+        home.mkdir(mode=0o700, parents=True)
+        if owner is not None:
+            os.chown(home, owner[2], owner[3])
+    except OSError as exc:
+        raise ConfigError(f"cannot create FAMILIAR_HOME {home}: {exc.strerror}") from exc
+
+
+def _write_unit(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.chmod(0o644)
+        tmp.replace(path)
+    except PermissionError as exc:
+        raise ConfigError(f"cannot write {path}: permission denied (run as root?)") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror}") from exc

@@ -1,0 +1,354 @@
+"""A loopback fake of the OpenAI Chat Completions API, scriptable per test or run as a process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import re
+import signal
+import sys
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+from aiohttp import web
+
+__all__ = [
+    "Delay",
+    "Entry",
+    "FakeOpenAI",
+    "ScriptItem",
+    "Stall",
+    "Status",
+    "Text",
+    "ToolCalls",
+    "rule_reply",
+]
+
+
+@dataclass(frozen=True)
+class Text:
+    """Answer with this text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """Answer with these tool calls: ``(name, arguments)`` pairs."""
+
+    calls: tuple[tuple[str, dict[str, Any]], ...]
+
+
+@dataclass(frozen=True)
+class Status:
+    """Answer with an HTTP error status (and a ``Retry-After`` header if given)."""
+
+    status: int
+    retry_after: float | None = None
+    message: str = "scripted failure"
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Send ``partial`` text (streaming only), then go silent until the server stops."""
+
+    partial: str = ""
+
+
+@dataclass(frozen=True)
+class Delay:
+    """Wait ``seconds``, then answer with ``then``."""
+
+    seconds: float
+    then: Text | ToolCalls | Status
+
+
+Entry = Text | ToolCalls | Status | Stall | Delay
+"""One scripted answer."""
+
+ScriptItem = Entry | str | int | list[tuple[str, dict[str, Any]]]
+"""What :meth:`FakeOpenAI.script` accepts: an entry, or text / a status / tool call pairs."""
+
+
+def _as_entry(item: ScriptItem) -> Entry:
+    if isinstance(item, str):
+        return Text(item)
+    if isinstance(item, int):
+        return Status(item)
+    if isinstance(item, list):
+        return ToolCalls(tuple(item))
+    return item
+
+
+def rule_reply(*, user_text: str, tool_result: str | None) -> Entry:
+    """The default answer when nothing is scripted (usable from spawned e2e tests).
+
+    A tool result gets ``tool said: <first 200 chars>``; ``!tool <name> <json-args>``
+    calls that tool; ``!sleep <s>`` waits then echoes; ``!fail <status>`` fails with
+    that status; anything else gets ``echo: <text>``.
+    """
+    if tool_result is not None:
+        return Text(f"tool said: {tool_result[:200]}")
+    if user_text.startswith("!tool "):
+        parts = user_text.split(maxsplit=2)
+        name = parts[1] if len(parts) > 1 else ""
+        try:
+            args = json.loads(parts[2]) if len(parts) > 2 else {}
+        except ValueError:
+            return Text(f"bad !tool arguments (not JSON): {parts[2][:200]}")
+        return ToolCalls(((name, args),))
+    echo = Text(f"echo: {user_text}")
+    if sleep := re.search(r"!sleep\s+(\d+(?:\.\d+)?)", user_text):
+        return Delay(float(sleep.group(1)), echo)
+    if fail := re.search(r"!fail\s+(\d{3})", user_text):
+        return Status(int(fail.group(1)), message=f"failing as asked ({fail.group(1)})")
+    return echo
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def _pieces(text: str, size: int = 4) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+@dataclass
+class FakeOpenAI:
+    """An OpenAI-compatible server on 127.0.0.1 (port 0 by default), in-process.
+
+    Use as ``async with FakeOpenAI() as fake:`` and point a client at ``fake.base_url``.
+
+    Attributes:
+        latency: seconds to wait before the first byte of every answer.
+        api_key: if set, requests without ``Authorization: Bearer <api_key>`` get 401
+            (whose message quotes the key it received, as a careless server would).
+        requests: JSON bodies received on ``/chat/completions``, in order.
+        headers: the headers of those requests.
+        hits: ``time.monotonic()`` of each such request.
+    """
+
+    latency: float = 0.0
+    api_key: str | None = None
+    model: str = "fake-model"
+    port: int = 0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    hits: list[float] = field(default_factory=list)
+    _queue: deque[Entry] = field(default_factory=deque)
+    _runner: web.AppRunner | None = None
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def calls(self) -> int:
+        """How many chat completion requests arrived."""
+        return len(self.requests)
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def script(self, *items: ScriptItem) -> None:
+        """Queue answers for the next requests, in order (then the rules apply)."""
+        self._queue.extend(_as_entry(item) for item in items)
+
+    async def start(self) -> None:
+        """Start listening."""
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        self.port = int(self._runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        """Stop listening; stalled answers give up."""
+        self._closing.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._closing.wait(), seconds)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+        )
+
+    def _next_entry(self, body: dict[str, Any]) -> Entry:
+        if self._queue:
+            return self._queue.popleft()
+        messages = body.get("messages") or [{}]
+        last = messages[-1]
+        if last.get("role") == "tool":
+            return rule_reply(user_text="", tool_result=_text_of(last.get("content")))
+        users = [m for m in messages if m.get("role") == "user"]
+        return rule_reply(
+            user_text=_text_of(users[-1].get("content")) if users else "", tool_result=None
+        )
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        self.hits.append(time.monotonic())
+        self.headers.append(dict(request.headers))
+        body = await request.json()
+        self.requests.append(body)
+        await self._pause(self.latency)
+        if self.api_key is not None:
+            sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            if sent != self.api_key:
+                return _error(Status(401, message=f"Incorrect API key provided: {sent}"))
+        entry = self._next_entry(body)
+        while isinstance(entry, Delay):
+            await self._pause(entry.seconds)
+            entry = entry.then
+        if isinstance(entry, Status):
+            return _error(entry)
+        if not body.get("stream"):
+            if isinstance(entry, Stall):
+                await self._pause(3600)
+                return web.Response(status=504)
+            return web.json_response(_completion(entry, self.model))
+        return await self._stream(request, entry, body)
+
+    async def _stream(
+        self, request: web.Request, entry: Text | ToolCalls | Stall, body: dict[str, Any]
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        chunker = _Chunker(self.model)
+        try:
+            await response.write(chunker.chunk({"role": "assistant", "content": ""}))
+            if isinstance(entry, Stall):
+                for piece in _pieces(entry.partial):
+                    await response.write(chunker.chunk({"content": piece}))
+                await self._pause(3600)
+                return response
+            for delta in _deltas(entry):
+                await response.write(chunker.chunk(delta))
+            finish = "tool_calls" if isinstance(entry, ToolCalls) else "stop"
+            await response.write(chunker.chunk({}, finish_reason=finish))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                await response.write(chunker.usage())
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except ConnectionResetError:
+            pass
+        return response
+
+
+def _deltas(entry: Text | ToolCalls) -> list[dict[str, Any]]:
+    """OpenAI-style deltas: text in small pieces; tool calls with split arguments."""
+    if isinstance(entry, Text):
+        return [{"content": piece} for piece in _pieces(entry.text)]
+    deltas: list[dict[str, Any]] = []
+    for index, (name, args) in enumerate(entry.calls):
+        head = {
+            "index": index,
+            "id": f"call_{uuid.uuid4().hex[:12]}",
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
+        deltas.append({"tool_calls": [head]})
+        for piece in _pieces(json.dumps(args), 7):
+            deltas.append({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    return deltas
+
+
+class _Chunker:
+    """Builds ``data:`` lines shaped like OpenAI's ``chat.completion.chunk`` objects."""
+
+    def __init__(self, model: str) -> None:
+        self.id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        self.model = model
+        self.created = int(time.time())
+
+    def _line(self, payload: dict[str, Any]) -> bytes:
+        base = {"id": self.id, "object": "chat.completion.chunk", "created": self.created}
+        return f"data: {json.dumps({**base, 'model': self.model, **payload})}\n\n".encode()
+
+    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return self._line({"choices": [choice]})
+
+    def usage(self) -> bytes:
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        return self._line({"choices": [], "usage": usage})
+
+
+def _completion(entry: Text | ToolCalls, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    if isinstance(entry, Text):
+        message["content"] = entry.text
+    else:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+            for name, args in entry.calls
+        ]
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if isinstance(entry, ToolCalls) else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def _error(status: Status) -> web.Response:
+    headers = {} if status.retry_after is None else {"Retry-After": f"{status.retry_after:g}"}
+    kind = "rate_limit_exceeded" if status.status == 429 else "api_error"
+    body = {"error": {"message": status.message, "type": kind, "code": status.status}}
+    return web.json_response(body, status=status.status, headers=headers)
+
+
+async def _serve(port: int, latency: float) -> None:
+    fake = FakeOpenAI(latency=latency, port=port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with fake:
+        print(f"PORT {fake.port}", flush=True)
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the fake as a process: prints ``PORT <n>`` once listening, serves until killed."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    asyncio.run(_serve(args.port, args.latency_ms / 1000))
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

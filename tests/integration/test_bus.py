@@ -1,0 +1,98 @@
+"""The durable bus on a real database: dedupe, per-session order, leases, idempotent replies."""
+
+from __future__ import annotations
+
+from core.bus.sql import SqlBus
+from core.messages import Delivery, InboundMessage, OutboundMessage, reply_id_for
+from core.store.engine import Store
+
+
+def msg(session: str, text: str, **kw: object) -> InboundMessage:
+    return InboundMessage(
+        session_key=session, text=text, delivery=Delivery(channel="cli", chat_id=session), **kw
+    )  # type: ignore[arg-type]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_publish_dedupes_platform_event_ids(store: Store) -> None:
+    bus = SqlBus(store=store)
+    first = await bus.publish_inbound(msg("cli:a", "hi", event_id="ev1"))
+    again = await bus.publish_inbound(msg("cli:a", "hi", event_id="ev1"))
+    assert not first.duplicate
+    assert again.duplicate and again.message_id == first.message_id
+    claims = await bus.claim(owner="w", limit=10, lease_seconds=30)
+    assert [c.message.id for c in claims] == [first.message_id]
+
+
+async def test_one_message_per_session_at_a_time_in_order(store: Store) -> None:
+    bus = SqlBus(store=store)
+    a1, a2 = msg("cli:a", "a1"), msg("cli:a", "a2")
+    b1 = msg("cli:b", "b1")
+    for m in (a1, a2, b1):
+        await bus.publish_inbound(m)
+    first = await bus.claim(owner="w", limit=10, lease_seconds=30)
+    assert [c.message.text for c in first] == ["a1", "b1"]
+    assert await bus.claim(owner="w", limit=10, lease_seconds=30) == []
+    assert await bus.settle(a1.id, owner="w", reply=None)
+    second = await bus.claim(owner="w", limit=10, lease_seconds=30)
+    assert [c.message.text for c in second] == ["a2"]
+
+
+async def test_expired_lease_is_reclaimed_before_later_messages(store: Store) -> None:
+    clock = FakeClock()
+    bus = SqlBus(store=store, clock=clock)
+    m1, m2 = msg("cli:a", "1"), msg("cli:a", "2")
+    await bus.publish_inbound(m1)
+    await bus.publish_inbound(m2)
+    (c,) = await bus.claim(owner="dead", limit=5, lease_seconds=10)
+    assert c.message.id == m1.id and c.attempt == 1
+    clock.now += 11
+    (again,) = await bus.claim(owner="alive", limit=5, lease_seconds=10)
+    assert again.message.id == m1.id and again.attempt == 2
+    assert not await bus.settle(m1.id, owner="dead", reply=None)
+
+
+async def test_release_dead_owners_makes_claims_available_at_once(store: Store) -> None:
+    bus = SqlBus(store=store)
+    m1 = msg("cli:a", "1")
+    await bus.publish_inbound(m1)
+    await bus.claim(owner="gone", limit=5, lease_seconds=600)
+    assert await bus.claim(owner="new", limit=5, lease_seconds=600) == []
+    assert await bus.release_dead_owners(is_dead=lambda o: o == "gone") == 1
+    (c,) = await bus.claim(owner="new", limit=5, lease_seconds=600)
+    assert c.message.id == m1.id
+
+
+async def test_reply_is_stored_once_per_inbound(store: Store) -> None:
+    bus = SqlBus(store=store)
+    m1 = msg("cli:a", "1")
+    await bus.publish_inbound(m1)
+    await bus.claim(owner="w", limit=5, lease_seconds=30)
+    reply = OutboundMessage(
+        id=reply_id_for(m1.id), inbound_id=m1.id, session_key="cli:a", delivery=m1.delivery, text="x"
+    )
+    await bus.settle(m1.id, owner="w", reply=reply)
+    await bus.settle(m1.id, owner="w", reply=reply.model_copy(update={"text": "second"}))
+    due = await bus.due_outbound("cli", limit=10)
+    assert [(o.id, o.text) for o in due] == [(reply.id, "x")]
+    assert await bus.mark_delivered(reply.id)
+    assert not await bus.mark_delivered(reply.id)
+    assert await bus.due_outbound("cli", limit=10) == []
+
+
+async def test_control_message_overtakes_a_busy_session(store: Store) -> None:
+    bus = SqlBus(store=store)
+    await bus.publish_inbound(msg("cli:a", "long job"))
+    await bus.publish_inbound(msg("cli:a", "queued"))
+    await bus.claim(owner="w", limit=5, lease_seconds=30)
+    stop = msg("cli:a", "/stop")
+    await bus.publish_inbound(stop)
+    claims = await bus.claim(owner="w", limit=5, lease_seconds=30)
+    assert [c.message.text for c in claims] == ["/stop"]

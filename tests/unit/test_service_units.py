@@ -1,0 +1,310 @@
+"""Unit templates pass `systemd-analyze verify`; ServiceManager drives systemctl correctly."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from core.errors import ConfigError
+from gateway.service import (
+    UNIT_NAME,
+    CommandResult,
+    ServiceError,
+    ServiceManager,
+    UnitKind,
+    exec_start_for,
+    render_unit,
+    run_command,
+)
+
+ME = pwd.getpwuid(os.getuid()).pw_name
+
+
+def _render(kind: UnitKind, home: Path) -> str:
+    return render_unit(kind, exec_start=exec_start_for(home), home=home, user="familiar")
+
+
+# --- rendering ---------------------------------------------------------------------
+
+
+def test_system_unit_content() -> None:
+    text = render_unit(
+        "system",
+        exec_start=exec_start_for(Path("/var/lib/familiar"), python="/opt/familiar/bin/python"),
+        home=Path("/var/lib/familiar"),
+        user="familiar",
+    )
+    lines = text.splitlines()
+    for line in [
+        "Type=notify",
+        "NotifyAccess=main",
+        "ExecStart=/opt/familiar/bin/python -P -m gateway.cli gateway --home /var/lib/familiar",
+        "Environment=FAMILIAR_HOME=/var/lib/familiar",
+        "EnvironmentFile=-/etc/familiar/env",
+        "User=familiar",
+        "Group=familiar",
+        "StateDirectory=familiar",
+        "ProtectHome=yes",
+        "ProtectSystem=strict",
+        "ReadWritePaths=/var/lib/familiar",
+        "WatchdogSec=30s",
+        "Restart=on-failure",
+        "UMask=0077",
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "WantedBy=multi-user.target",
+    ]:
+        assert line in lines
+    assert re.search(r"@[A-Z_]+@", text) is None
+
+
+def test_user_unit_content(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    lines = render_unit("user", exec_start="/bin/true", home=home, user=None).splitlines()
+    for line in [
+        "ExecStart=/bin/true",
+        f"Environment=FAMILIAR_HOME={home}",
+        "EnvironmentFile=-%h/.config/familiar/env",
+        "ProtectHome=read-only",
+        f"ReadWritePaths={home}",
+        "WantedBy=default.target",
+    ]:
+        assert line in lines
+    assert not any(line.startswith(("User=", "Group=", "StateDirectory=")) for line in lines)
+
+
+def test_system_unit_relaxes_protect_home_for_paths_under_home() -> None:
+    text = render_unit(
+        "system",
+        exec_start="/home/ann/familiar/.venv/bin/python -m gateway.cli gateway",
+        home=Path("/var/lib/familiar"),
+        user="ann",
+    )
+    assert "ProtectHome=read-only" in text.splitlines()
+
+
+def test_values_are_quoted_and_specifiers_escaped() -> None:
+    home = Path("/srv/my home/100%")
+    text = render_unit(
+        "user", exec_start=exec_start_for(home, python="/opt/py$x/python"), home=home, user=None
+    )
+    lines = text.splitlines()
+    assert (
+        'ExecStart=/opt/py$$x/python -P -m gateway.cli gateway --home "/srv/my home/100%%"' in lines
+    )
+    assert 'Environment="FAMILIAR_HOME=/srv/my home/100%%"' in lines
+    assert 'ReadWritePaths="/srv/my home/100%%"' in lines
+
+
+@pytest.mark.parametrize("home", [Path("relative/home"), Path("/srv/a\nb")])
+def test_bad_home_is_a_config_error(home: Path) -> None:
+    with pytest.raises(ConfigError):
+        render_unit("user", exec_start="/bin/true", home=home, user=None)
+
+
+def test_system_unit_requires_a_user() -> None:
+    with pytest.raises(ConfigError, match="user"):
+        render_unit("system", exec_start="/bin/true", home=Path("/var/lib/familiar"), user=None)
+
+
+# --- systemd-analyze verify ----------------------------------------------------------
+
+
+@pytest.fixture
+def systemd_analyze() -> str:
+    path = shutil.which("systemd-analyze")
+    if path is None:
+        reason = "systemd-analyze not installed (apt-get install systemd; `make deps-system`)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason + "; CI=true requires it")
+        pytest.skip(reason)
+    return path
+
+
+def _verify(analyze: str, kind: UnitKind, unit: Path, tmp_path: Path) -> str:
+    """Run verify and return everything it printed: warnings come with exit status 0."""
+    env = dict(os.environ, SYSTEMD_LOG_COLOR="0")
+    argv = [analyze, "verify", str(unit)]
+    if kind == "user":
+        runtime = tmp_path / "xdg-runtime"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        env["XDG_RUNTIME_DIR"] = str(runtime)
+        argv = [analyze, "--user", "verify", str(unit)]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL
+    )
+    output = (proc.stdout + proc.stderr).strip()
+    return output if proc.returncode == 0 else f"rc={proc.returncode}\n{output}"
+
+
+@pytest.mark.parametrize("kind", ["system", "user"])
+@pytest.mark.parametrize("home_name", ["familiar", "my home 100%"])
+def test_rendered_unit_passes_systemd_analyze_verify(
+    systemd_analyze: str, tmp_path: Path, kind: UnitKind, home_name: str
+) -> None:
+    unit = tmp_path / "units" / UNIT_NAME
+    unit.parent.mkdir()
+    unit.write_text(_render(kind, tmp_path / home_name))
+    assert _verify(systemd_analyze, kind, unit, tmp_path) == ""
+
+
+def test_verify_check_catches_a_bad_key(systemd_analyze: str, tmp_path: Path) -> None:
+    # Guards the guard: unknown keys print a warning but exit 0.
+    unit = tmp_path / UNIT_NAME
+    unit.write_text(_render("system", tmp_path) + "\n[Service]\nRestartSec=fivesec\n")
+    assert "fivesec" in _verify(systemd_analyze, "system", unit, tmp_path)
+
+
+# --- ServiceManager --------------------------------------------------------------------
+
+
+class FakeSystemctl:
+    """Records argv; answers with a scripted result per systemctl verb."""
+
+    def __init__(self, results: dict[str, CommandResult] | None = None) -> None:
+        self.calls: list[list[str]] = []
+        self.results = results or {}
+
+    async def __call__(self, argv: Sequence[str]) -> CommandResult:
+        self.calls.append(list(argv))
+        verb = next(a for a in argv[1:] if not a.startswith("--"))
+        return self.results.get(verb, CommandResult(0, "", ""))
+
+
+def _manager(tmp_path: Path, fake: FakeSystemctl) -> ServiceManager:
+    return ServiceManager(
+        run=fake,
+        user_unit_dir=tmp_path / "user-units",
+        system_unit_dir=tmp_path / "system-units",
+        python=sys.executable,
+    )
+
+
+async def test_install_user_unit_now(tmp_path: Path) -> None:
+    fake = FakeSystemctl()
+    home = tmp_path / "fam"
+    lines = await _manager(tmp_path, fake).install("user", now=True, home=home)
+
+    unit = tmp_path / "user-units" / UNIT_NAME
+    assert unit.read_text() == render_unit(
+        "user", exec_start=exec_start_for(home), home=home, user=None
+    )
+    assert unit.stat().st_mode & 0o777 == 0o644
+    assert home.is_dir()
+    assert fake.calls == [
+        ["systemctl", "--user", "daemon-reload"],
+        ["systemctl", "--user", "enable", "--now", UNIT_NAME],
+    ]
+    assert any(f"loginctl enable-linger {ME}" in line for line in lines)
+    assert any(str(unit) in line for line in lines)
+
+
+async def test_install_system_unit_without_now(tmp_path: Path) -> None:
+    fake = FakeSystemctl()
+    home = tmp_path / "state"
+    lines = await _manager(tmp_path, fake).install("system", home=home, user=ME)
+
+    text = (tmp_path / "system-units" / UNIT_NAME).read_text()
+    assert f"User={ME}" in text.splitlines()
+    assert f"ExecStart={exec_start_for(home)}" in text.splitlines()
+    assert fake.calls == [
+        ["systemctl", "daemon-reload"],
+        ["systemctl", "enable", UNIT_NAME],
+    ]
+    assert not any("linger" in line for line in lines)
+    assert any("systemctl start familiar" in line for line in lines)
+
+
+async def test_install_system_unit_for_missing_user_fails_before_writing(tmp_path: Path) -> None:
+    fake = FakeSystemctl()
+    with pytest.raises(ConfigError, match="useradd"):
+        await _manager(tmp_path, fake).install(
+            "system", home=tmp_path, user="no-such-familiar-user"
+        )
+    assert fake.calls == []
+    assert not (tmp_path / "system-units").exists()
+
+
+async def test_uninstall_disables_removes_and_reloads(tmp_path: Path) -> None:
+    fake = FakeSystemctl()
+    manager = _manager(tmp_path, fake)
+    await manager.install("user", home=tmp_path / "fam")
+    fake.calls.clear()
+
+    lines = await manager.uninstall("user")
+
+    assert fake.calls == [
+        ["systemctl", "--user", "disable", "--now", UNIT_NAME],
+        ["systemctl", "--user", "daemon-reload"],
+    ]
+    assert not manager.unit_path("user").exists()
+    assert (tmp_path / "fam").is_dir()  # data stays
+    assert any("removed" in line for line in lines)
+
+
+async def test_uninstall_when_not_installed_runs_nothing(tmp_path: Path) -> None:
+    fake = FakeSystemctl()
+    lines = await _manager(tmp_path, fake).uninstall("system")
+    assert fake.calls == []
+    assert "not installed" in lines[0]
+
+
+async def test_status_reports_inactive_without_error(tmp_path: Path) -> None:
+    fake = FakeSystemctl(
+        {
+            "is-active": CommandResult(3, "inactive\n", ""),
+            "status": CommandResult(3, "○ familiar.service - familiar\n", ""),
+        }
+    )
+    status = await _manager(tmp_path, fake).status("user")
+    assert status.active_state == "inactive"
+    assert not status.active
+    assert not status.installed
+    assert "familiar.service" in status.details
+    assert fake.calls == [
+        ["systemctl", "--user", "is-active", UNIT_NAME],
+        ["systemctl", "--user", "status", "--no-pager", "--lines=20", UNIT_NAME],
+    ]
+
+
+async def test_status_active(tmp_path: Path) -> None:
+    fake = FakeSystemctl({"is-active": CommandResult(0, "active\n", "")})
+    assert (await _manager(tmp_path, fake).status("system")).active
+
+
+async def test_failing_systemctl_shows_command_and_stderr(tmp_path: Path) -> None:
+    fake = FakeSystemctl(
+        {"daemon-reload": CommandResult(1, "", "Failed to connect to bus: No medium found\n")}
+    )
+    with pytest.raises(ServiceError) as info:
+        await _manager(tmp_path, fake).install("user", home=tmp_path / "fam")
+    err = info.value
+    assert err.command == ("systemctl", "--user", "daemon-reload")
+    assert err.returncode == 1
+    assert "`systemctl --user daemon-reload` exited with 1" in str(err)
+    assert "No medium found" in str(err)
+
+
+async def test_missing_systemctl_is_a_clear_error(tmp_path: Path) -> None:
+    async def no_systemctl(argv: Sequence[str]) -> CommandResult:
+        raise FileNotFoundError(2, "No such file or directory", argv[0])
+
+    manager = ServiceManager(run=no_systemctl, user_unit_dir=tmp_path / "u")
+    with pytest.raises(ServiceError, match="systemctl not found") as info:
+        await manager.status("user")
+    assert info.value.returncode is None
+
+
+async def test_default_runner_runs_real_commands() -> None:
+    result = await run_command([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"])
+    assert result == CommandResult(3, "out\n", "")
+    with pytest.raises(FileNotFoundError):
+        await run_command(["/nonexistent/systemctl"])
