@@ -8,7 +8,7 @@ from typing import Protocol
 
 from core.messages import InboundMessage, OutboundMessage
 
-__all__ = ["Claim", "Inbox", "Outbox", "Published"]
+__all__ = ["Claim", "DueReply", "Inbox", "Outbox", "Published"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,14 @@ class Claim:
 
     message: InboundMessage
     attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class DueReply:
+    """A reply due for delivery and how many attempts already failed."""
+
+    message: OutboundMessage
+    failed_attempts: int
 
 
 class Inbox(Protocol):
@@ -60,7 +68,7 @@ class Inbox(Protocol):
 class Outbox(Protocol):
     """Durable final replies awaiting delivery by their channel."""
 
-    async def due_outbound(self, channel: str, *, limit: int) -> list[OutboundMessage]:
+    async def due_outbound(self, channel: str, *, limit: int) -> list[DueReply]:
         """Pending replies of ``channel`` whose next attempt is due."""
         ...
 

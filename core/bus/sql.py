@@ -10,7 +10,7 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from core.bus.base import Claim, Published
+from core.bus.base import Claim, DueReply, Published
 from core.bus.owner import owner_is_dead
 from core.bus.signals import Signal, SignalMap
 from core.messages import InboundMessage, OutboundMessage
@@ -266,11 +266,11 @@ class SqlBus:
 
     # -- outbox --------------------------------------------------------------------------
 
-    async def due_outbound(self, channel: str, *, limit: int) -> list[OutboundMessage]:
+    async def due_outbound(self, channel: str, *, limit: int) -> list[DueReply]:
         async with self._store.read() as s:
             rows = (
                 await s.exec(
-                    select(OutboundRow.payload)
+                    select(OutboundRow.payload, OutboundRow.attempts)
                     .where(
                         col(OutboundRow.channel) == channel,
                         col(OutboundRow.status) == "pending",
@@ -280,7 +280,7 @@ class SqlBus:
                     .limit(limit)
                 )
             ).all()
-        return [OutboundMessage.model_validate_json(p) for (p,) in rows]
+        return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a in rows]
 
     async def mark_delivered(self, outbound_id: str) -> bool:
         async with self._store.write() as s:

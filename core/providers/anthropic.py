@@ -159,6 +159,7 @@ class AnthropicProvider:
             request.temperature if request.temperature is not None else self._config.temperature
         )
         if temperature is not None:
+            # Anthropic's range is 0..1, OpenAI's (and our config's) 0..2.
             body["temperature"] = min(temperature, 1.0)
         if request.tools:
             body["tools"] = [

@@ -24,6 +24,7 @@ from core.providers.config import DEFAULT_BASE_URLS, ProviderConfig
 from core.providers.retry import (
     RetryPolicy,
     StatusFailure,
+    display_url,
     final_completion,
     parse_json,
     raise_for_status,
@@ -58,7 +59,8 @@ class OpenAIProvider:
         model = config.effective_model
         if model is None:
             raise ConfigError(
-                f"provider.model is required for the OpenAI-compatible server at {base_url} "
+                "provider.model is required for the OpenAI-compatible server at "
+                f"{display_url(base_url)} "
                 "(e.g. the model name shown by `ollama list`)",
                 key="provider.model",
             )

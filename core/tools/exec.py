@@ -18,7 +18,8 @@ from .decorator import tool
 
 __all__ = ["exec_tools"]
 
-_CHUNK = 64 * 1024
+_DRAIN = 1.0
+"""Seconds to wait for buffered output once the shell exited (or was killed)."""
 _HIDDEN_ENV_PREFIX = "FAMILIAR_"
 """The daemon's own settings (API keys included) are not passed to commands."""
 
@@ -44,11 +45,6 @@ class _CappedText:
             text = text[keep_head:]
         self.tail = (self.tail + text)[-(self.limit - self.limit // 2) :]
 
-    async def consume(self, stream: asyncio.StreamReader) -> None:
-        while chunk := await stream.read(_CHUNK):
-            self.feed(chunk)
-        self.feed(b"", final=True)
-
     def render(self) -> str:
         dropped = self.total - len(self.head) - len(self.tail)
         if dropped <= 0:
@@ -56,9 +52,25 @@ class _CappedText:
         return f"{self.head}\n[... {dropped} chars truncated ...]\n{self.tail}"
 
 
+class _OutputProtocol(asyncio.Protocol):
+    """Reads the command's output pipe into a ``_CappedText``; ``done`` resolves at EOF."""
+
+    def __init__(self, output: _CappedText) -> None:
+        self.output = output
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.output.feed(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.output.feed(b"", final=True)
+        if not self.done.done():
+            self.done.set_result(None)
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
 
 
 def _check_denied(command: str, patterns: list[tuple[re.Pattern[str], str]]) -> None:
@@ -68,29 +80,52 @@ def _check_denied(command: str, patterns: list[tuple[re.Pattern[str], str]]) -> 
             raise PolicyDenied(f"command refused: {why} (tools.exec.deny_patterns)")
 
 
-async def _run(command: str, ctx: ToolContext, limit: float, max_output: int) -> str:
+async def _drain(protocol: _OutputProtocol) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(_DRAIN):
+            await asyncio.shield(protocol.done)
+
+
+async def _spawn(command: str, ctx: ToolContext, out_fd: int) -> asyncio.subprocess.Process:
     env = {k: v for k, v in os.environ.items() if not k.startswith(_HIDDEN_ENV_PREFIX)}
-    proc = await asyncio.create_subprocess_shell(
-        command,
-        cwd=ctx.workspace,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,  # its own process group, so a kill takes the children too
-    )
-    assert proc.stdout is not None
+    try:
+        return await asyncio.create_subprocess_shell(
+            command,
+            cwd=ctx.workspace,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out_fd,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so a kill takes the children too
+        )
+    except OSError as exc:
+        raise ToolFailed(f"cannot start the command: {exc}") from exc
+    finally:
+        os.close(out_fd)
+
+
+async def _run(command: str, ctx: ToolContext, limit: float, max_output: int) -> str:
+    # A pipe we own rather than PIPE: on Python 3.11 Process.wait() also waits for the
+    # pipes to close, which a background child (even one outside the group) can delay
+    # forever. Here wait() returns when the shell exits and we close the pipe ourselves.
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = await _spawn(command, ctx, write_fd)
+    except BaseException:
+        os.close(read_fd)
+        raise
     output = _CappedText(limit=max_output)
+    transport, protocol = await asyncio.get_running_loop().connect_read_pipe(
+        lambda: _OutputProtocol(output), os.fdopen(read_fd, "rb", buffering=0)
+    )
     try:
         async with asyncio.timeout(limit):
-            await output.consume(proc.stdout)
             code = await proc.wait()
+        await _drain(protocol)
     except TimeoutError:
         _kill_group(proc.pid)
         await proc.wait()
-        with contextlib.suppress(TimeoutError):  # drain so the pipe closes
-            async with asyncio.timeout(2):
-                await output.consume(proc.stdout)
+        await _drain(protocol)
         raise ToolFailed(
             f"command timed out after {limit:g}s; output so far:\n"
             f"{output.render() or '(no output)'}"
@@ -99,6 +134,8 @@ async def _run(command: str, ctx: ToolContext, limit: float, max_output: int) ->
         _kill_group(proc.pid)
         await proc.wait()
         raise
+    finally:
+        transport.close()
     return f"exit code {code}\n{output.render() or '(no output)'}"
 
 

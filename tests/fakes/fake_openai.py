@@ -139,12 +139,12 @@ class FakeOpenAI:
     api_key: str | None = None
     model: str = "fake-model"
     port: int = 0
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    hits: list[float] = field(default_factory=list)
-    _queue: deque[Entry] = field(default_factory=deque)
-    _runner: web.AppRunner | None = None
-    _closing: asyncio.Event = field(default_factory=asyncio.Event)
+    requests: list[dict[str, Any]] = field(default_factory=list, init=False)
+    headers: list[dict[str, str]] = field(default_factory=list, init=False)
+    hits: list[float] = field(default_factory=list, init=False)
+    _queue: deque[Entry] = field(default_factory=deque, init=False)
+    _runner: web.AppRunner | None = field(default=None, init=False)
+    _closing: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     @property
     def calls(self) -> int:

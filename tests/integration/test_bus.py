@@ -81,7 +81,7 @@ async def test_reply_is_stored_once_per_inbound(store: Store) -> None:
     await bus.settle(m1.id, owner="w", reply=reply)
     await bus.settle(m1.id, owner="w", reply=reply.model_copy(update={"text": "second"}))
     due = await bus.due_outbound("cli", limit=10)
-    assert [(o.id, o.text) for o in due] == [(reply.id, "x")]
+    assert [(d.message.id, d.message.text) for d in due] == [(reply.id, "x")]
     assert await bus.mark_delivered(reply.id)
     assert not await bus.mark_delivered(reply.id)
     assert await bus.due_outbound("cli", limit=10) == []

@@ -167,9 +167,7 @@ async def test_several_tool_calls_without_streaming(
 async def test_default_rules_call_a_tool(fake: FakeOpenAI, provider: OpenAIProvider) -> None:
     _, completion = await collect(provider, ask('!tool exec {"command": "ls"}'))
 
-    assert [(c.name, c.arguments) for c in completion.tool_calls] == [
-        ("exec", {"command": "ls"})
-    ]
+    assert [(c.name, c.arguments) for c in completion.tool_calls] == [("exec", {"command": "ls"})]
 
 
 async def test_no_authorization_header_without_key(fake: FakeOpenAI) -> None:

@@ -137,7 +137,7 @@ def test_sync_function_is_refused() -> None:
         return str(a)
 
     with pytest.raises(TypeError, match="async"):
-        tool(sync)
+        tool(sync)  # type: ignore[arg-type]
 
 
 def test_ctx_must_come_first() -> None:

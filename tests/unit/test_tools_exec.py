@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -106,15 +107,28 @@ async def test_timeout_kills_the_process_group(ctx: ToolContext) -> None:
     assert await wait_gone(child), f"child sleep {child} survived the timeout"
 
 
+async def test_background_child_does_not_hold_the_call(ctx: ToolContext) -> None:
+    # setsid puts the child outside the command's process group, still holding stdout.
+    command = "setsid sleep 30 & echo $! > bg.pid; echo done"
+    started = time.monotonic()
+    try:
+        result = await run(make_registry(), ctx, command=command, timeout=20)
+    finally:
+        pid = int((ctx.workspace / "bg.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+    assert time.monotonic() - started < 5
+    assert result.content == "exit code 0\ndone\n"
+
+
 async def test_default_timeout_from_config(ctx: ToolContext) -> None:
     result = await run(make_registry(timeout=0.3), ctx, command="sleep 10")
     assert result.is_error
     assert "timed out after 0.3s" in result.content
 
 
-@pytest.mark.parametrize("timeout", [0, -1, 601])
-async def test_timeout_out_of_range(ctx: ToolContext, timeout: float) -> None:
-    result = await run(make_registry(), ctx, command="true", timeout=timeout)
+@pytest.mark.parametrize("limit", [0, -1, 601])
+async def test_timeout_out_of_range(ctx: ToolContext, limit: float) -> None:
+    result = await run(make_registry(), ctx, command="true", timeout=limit)
     assert result.is_error
     assert "at most 600 seconds" in result.content
 
@@ -156,9 +170,7 @@ async def test_custom_deny_pattern(ctx: ToolContext) -> None:
 
 async def test_cancel_kills_the_command(ctx: ToolContext) -> None:
     registry = make_registry()
-    task = asyncio.create_task(
-        run(registry, ctx, command="sleep 30 & echo $! > child.pid; wait")
-    )
+    task = asyncio.create_task(run(registry, ctx, command="sleep 30 & echo $! > child.pid; wait"))
     pid_file = ctx.workspace / "child.pid"
     for _ in range(100):
         if pid_file.exists() and pid_file.read_text().strip():
@@ -168,3 +180,10 @@ async def test_cancel_kills_the_command(ctx: ToolContext) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await wait_gone(int(pid_file.read_text()))
+
+
+async def test_missing_workspace_is_an_error_result(tmp_path: Path) -> None:
+    ctx = ToolContext(workspace=tmp_path / "missing", session_key="cli:test")
+    result = await run(make_registry(), ctx, command="true")
+    assert result.is_error
+    assert "cannot start the command" in result.content

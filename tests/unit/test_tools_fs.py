@@ -39,6 +39,10 @@ def registry() -> ToolRegistry:
     return ToolRegistry(tools=fs_tools(ToolsConfig(max_file_bytes=64)))
 
 
+def listing(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
 async def run(registry: ToolRegistry, ctx: ToolContext, name: str, **args: Any) -> ToolResult:
     return await registry.execute(ToolCall(id="c", name=name, arguments=args), ctx)
 
@@ -108,7 +112,7 @@ async def test_writes_never_escape(
     (workspace / "dangling").symlink_to(outside / "dangling.txt")
     (workspace / "out_dir").symlink_to(outside, target_is_directory=True)
     path = str(outside / "evil.txt") if path == "ABSOLUTE" else path
-    before = sorted(p.name for p in outside.iterdir())
+    before = listing(outside)
 
     write = await run(registry, ctx, "write_file", path=path, content="pwned")
     edit = await run(registry, ctx, "edit_file", path=path, old_text="top", new_text="pwned")
@@ -117,7 +121,7 @@ async def test_writes_never_escape(
     for result in (write, edit, read):
         assert result.is_error
         assert "outside the workspace" in result.content
-    assert sorted(p.name for p in outside.iterdir()) == before
+    assert listing(outside) == before
     assert (outside / "secret.txt").read_text() == "top secret"
 
 

@@ -1,0 +1,236 @@
+"""The agent loop end to end on a real store: order, overlap, tools, errors, events."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from core.agent.config import AgentConfig
+from core.events import EventType
+from core.providers.base import ChatRequest, Completion, ToolCall
+from core.providers.config import ProviderConfig
+from core.providers.openai import OpenAIProvider
+from core.providers.scripted import FunctionProvider, ScriptedProvider
+from tests.fakes.fake_openai import FakeOpenAI, Status
+from tests.integration.harness import inbound, running_core
+
+
+async def test_messages_of_one_session_run_in_order_one_at_a_time(
+    store_url: str, tmp_path: Path
+) -> None:
+    active: dict[str, int] = {}
+    overlap_seen: list[str] = []
+    order: list[str] = []
+
+    async def reply(request: ChatRequest) -> str:
+        text = request.messages[-1].content
+        session = text.split("-")[0]
+        active[session] = active.get(session, 0) + 1
+        if active[session] > 1:
+            overlap_seen.append(session)
+        order.append(text)
+        await asyncio.sleep(0.02)
+        active[session] -= 1
+        return f"done {text}"
+
+    async with running_core(
+        store_url=store_url, workspace=tmp_path / "ws", provider=FunctionProvider(reply)
+    ) as (app, replies):
+        msgs = [inbound(f"cli:{s}", f"{s}-{i}") for i in range(5) for s in ("a", "b", "c")]
+        for m in msgs:
+            await app.bus.publish_inbound(m)
+        out = await replies.wait([m.id for m in msgs])
+    assert [o.text for o in out] == [f"done {m.text}" for m in msgs]
+    assert overlap_seen == []
+    for s in ("a", "b", "c"):
+        assert [t for t in order if t.startswith(s)] == [f"{s}-{i}" for i in range(5)]
+
+
+async def test_different_sessions_overlap_in_time(store_url: str, tmp_path: Path) -> None:
+    in_flight = 0
+    peak = 0
+
+    async def reply(request: ChatRequest) -> str:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.3)
+        in_flight -= 1
+        return "ok"
+
+    agent = AgentConfig(max_concurrent_sessions=8)
+    async with running_core(
+        store_url=store_url, workspace=tmp_path / "ws", provider=FunctionProvider(reply), agent=agent
+    ) as (app, replies):
+        msgs = [inbound(f"cli:s{i}", "go") for i in range(8)]
+        for m in msgs:
+            await app.bus.publish_inbound(m)
+        await replies.wait([m.id for m in msgs])
+    assert peak == 8
+
+
+async def test_tool_loop_through_fake_openai_streaming_and_not(
+    store_url: str, tmp_path: Path
+) -> None:
+    for stream in (True, False):
+        async with FakeOpenAI() as fake:
+            fake.script([("write_file", {"path": "notes/a.txt", "content": "hello"})], "written")
+            provider = OpenAIProvider(
+                config=ProviderConfig(kind="openai", base_url=fake.base_url, model="fake")
+            )
+            ws = tmp_path / f"ws-{stream}"
+            async with running_core(
+                store_url=store_url,
+                workspace=ws,
+                provider=provider,
+                agent=AgentConfig(stream=stream),
+            ) as (app, replies):
+                m = inbound("cli:t", "save a note")
+                await app.bus.publish_inbound(m)
+                (out,) = await replies.wait([m.id])
+                events = await app.services.events.list("cli:t", message_id=m.id)
+            await provider.aclose()
+        assert out.text == "written" and out.kind == "reply"
+        assert (ws / "notes/a.txt").read_text() == "hello"
+        # the second request carried the tool result back to the model
+        last = fake.requests[-1]["messages"]
+        assert last[-1]["role"] == "tool" and last[-1]["tool_call_id"]
+        types = [e.type for e in events]
+        assert types.count(EventType.TURN_START) == fake.calls == 2
+        assert types.count(EventType.TURN_END) == 2
+        assert types[0] == EventType.USER_MESSAGE and types[-1] == EventType.IDLE
+        assert EventType.TOOL_START in types and EventType.TOOL_COMPLETE in types
+
+
+async def test_turn_start_events_equal_llm_calls_with_max_iterations(
+    store_url: str, tmp_path: Path
+) -> None:
+    def always_tool(request: ChatRequest) -> Completion:
+        return Completion(tool_calls=(ToolCall(id=f"c{len(request.messages)}", name="list_dir", arguments={}),))
+
+    provider = FunctionProvider(always_tool)
+    async with running_core(
+        store_url=store_url,
+        workspace=tmp_path / "ws",
+        provider=provider,
+        agent=AgentConfig(max_iterations=3),
+    ) as (app, replies):
+        m = inbound("cli:loop", "loop forever")
+        await app.bus.publish_inbound(m)
+        (out,) = await replies.wait([m.id])
+        events = await app.services.events.list("cli:loop")
+    assert provider.calls == 3
+    assert [e.type for e in events].count(EventType.TURN_START) == 3
+    assert "max_iterations" in out.text
+
+
+async def test_autopilot_continues_until_task_complete(store_url: str, tmp_path: Path) -> None:
+    provider = ScriptedProvider(
+        replies=[
+            "working on it",
+            "still working",
+            Completion(tool_calls=(ToolCall(id="t1", name="task_complete", arguments={"summary": "all done"}),)),
+        ]
+    )
+    async with running_core(store_url=store_url, workspace=tmp_path / "ws", provider=provider) as (
+        app,
+        replies,
+    ):
+        m = inbound("cli:auto", "do the thing", autopilot=True)
+        await app.bus.publish_inbound(m)
+        (out,) = await replies.wait([m.id])
+        types = [e.type for e in await app.services.events.list("cli:auto")]
+    assert provider.calls == 3
+    assert EventType.TASK_COMPLETE in types
+    assert out.text == "still working"
+
+
+async def test_provider_down_gives_clear_error_reply_and_session_lives_on(
+    store_url: str, tmp_path: Path
+) -> None:
+    async with FakeOpenAI() as fake:
+        fake.script(Status(503), Status(503), "back again")
+        provider = OpenAIProvider(
+            config=ProviderConfig(
+                kind="openai", base_url=fake.base_url, model="fake", max_retries=1, retry_backoff=0.01
+            )
+        )
+        async with running_core(
+            store_url=store_url, workspace=tmp_path / "ws", provider=provider
+        ) as (app, replies):
+            first = inbound("cli:down", "hello?")
+            await app.bus.publish_inbound(first)
+            (err,) = await replies.wait([first.id])
+            second = inbound("cli:down", "and now?")
+            await app.bus.publish_inbound(second)
+            (ok,) = await replies.wait([second.id])
+            types = [e.type for e in await app.services.events.list("cli:down", message_id=first.id)]
+        await provider.aclose()
+    assert err.kind == "error" and "provider" in err.text.lower() and "503" in err.text
+    assert EventType.ERROR in types and types[-1] == EventType.IDLE
+    assert ok.kind == "reply" and ok.text == "back again"
+
+
+async def test_closed_port_is_a_clear_error(store_url: str, tmp_path: Path) -> None:
+    provider = OpenAIProvider(
+        config=ProviderConfig(
+            kind="openai", base_url="http://127.0.0.1:9/v1", model="x", max_retries=0
+        )
+    )
+    async with running_core(store_url=store_url, workspace=tmp_path / "ws", provider=provider) as (
+        app,
+        replies,
+    ):
+        m = inbound("cli:x", "hi")
+        await app.bus.publish_inbound(m)
+        (err,) = await replies.wait([m.id])
+    await provider.aclose()
+    assert err.kind == "error" and "unreachable" in err.text
+
+
+async def test_no_provider_replies_with_a_hint(store_url: str, tmp_path: Path) -> None:
+    async with running_core(store_url=store_url, workspace=tmp_path / "ws", provider=None) as (
+        app,
+        replies,
+    ):
+        m = inbound("cli:x", "hi")
+        await app.bus.publish_inbound(m)
+        (out,) = await replies.wait([m.id])
+    assert out.kind == "error" and "OPENAI_API_KEY" in out.text
+
+
+async def test_slash_new_and_stop(store_url: str, tmp_path: Path) -> None:
+    seen: list[int] = []
+    release = asyncio.Event()
+
+    async def reply(request: ChatRequest) -> str:
+        seen.append(len(request.messages))
+        if request.messages[-1].content == "slow":
+            await release.wait()
+        return "ok"
+
+    async with running_core(
+        store_url=store_url, workspace=tmp_path / "ws", provider=FunctionProvider(reply)
+    ) as (app, replies):
+        a = inbound("cli:n", "one")
+        await app.bus.publish_inbound(a)
+        await replies.wait([a.id])
+        new = inbound("cli:n", "/new")
+        await app.bus.publish_inbound(new)
+        (started,) = await replies.wait([new.id])
+        b = inbound("cli:n", "two")
+        await app.bus.publish_inbound(b)
+        await replies.wait([b.id])
+        slow = inbound("cli:n", "slow")
+        await app.bus.publish_inbound(slow)
+        deadline = time.monotonic() + 10
+        while len(seen) < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        stop = inbound("cli:n", "/stop")
+        await app.bus.publish_inbound(stop)
+        stopped, slow_reply = await replies.wait([stop.id, slow.id])
+    assert "fresh" in started.text
+    assert seen[:2] == [1, 1]  # after /new the model sees only the new message
+    assert "Stopping" in stopped.text
+    assert slow_reply.text == "Stopped."
