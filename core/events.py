@@ -8,13 +8,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from sqlalchemy import Connection, insert
 from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from core.store.engine import Store
 from core.store.models import EventRow
 
 __all__ = ["Event", "EventLog", "EventType"]
+
+_INSERT_EVENTS = insert(EventRow.__table__)  # type: ignore[attr-defined]
 
 
 class EventType:
@@ -31,6 +33,8 @@ class EventType:
     ERROR: Final = "session.error"
     SCHEDULE_CREATED: Final = "session.schedule_created"
     SCHEDULE_CANCELLED: Final = "session.schedule_cancelled"
+    SCHEDULE_FIRED: Final = "session.schedule_fired"
+    SCHEDULE_MISSED: Final = "session.schedule_missed"
     SUBAGENT_STARTED: Final = "subagent.started"
     SUBAGENT_COMPLETED: Final = "subagent.completed"
     SUBAGENT_FAILED: Final = "subagent.failed"
@@ -66,22 +70,27 @@ class EventLog:
         self._store = store
         self._clock = clock
 
-    def add_to(self, session: AsyncSession, events: Sequence[Event]) -> None:
-        """Stage ``events`` in an open write transaction."""
-        for e in events:
-            session.add(
-                EventRow(
-                    session_key=e.session_key,
-                    type=e.type,
-                    message_id=e.message_id,
-                    data=json.dumps(e.data, default=str),
-                    created_at=e.created_at,
-                )
-            )
+    @staticmethod
+    def add_in(conn: Connection, events: Sequence[Event]) -> None:
+        """Insert ``events`` inside a caller's transaction job (one statement)."""
+        if not events:
+            return
+        conn.execute(
+            _INSERT_EVENTS,
+            [
+                {
+                    "session_key": e.session_key,
+                    "type": e.type,
+                    "message_id": e.message_id,
+                    "data": json.dumps(e.data, default=str),
+                    "created_at": e.created_at,
+                }
+                for e in events
+            ],
+        )
 
     async def append(self, *events: Event) -> None:
-        async with self._store.write() as s:
-            self.add_to(s, events)
+        await self._store.transact(lambda conn: self.add_in(conn, events))
 
     async def list(
         self, session_key: str, *, message_id: str | None = None, limit: int = 10_000

@@ -7,15 +7,49 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import delete, func, update
-from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlmodel import col
 
 from core.providers.base import ChatMessage, ToolCall
 from core.store.engine import Store
 from core.store.models import HistoryRow, InboundRow, SessionRow
+from core.store.sql import insert_ignore
 
-__all__ = ["HistoryEntry", "SessionInfo", "SessionStore"]
+__all__ = ["HistoryEntry", "SessionInfo", "SessionState", "SessionStore"]
+
+_sessions = SessionRow.__table__  # type: ignore[attr-defined]
+_history = HistoryRow.__table__  # type: ignore[attr-defined]
+_INSERT_HISTORY = insert(_history)
+_SESSION_COLUMNS = select(
+    _sessions.c.key,
+    _sessions.c.channel,
+    _sessions.c.epoch,
+    _sessions.c.summary,
+    _sessions.c.summary_upto,
+    _sessions.c.message_count,
+).where(_sessions.c.key == bindparam("key"))
+_HISTORY_WINDOW = (
+    select(
+        _history.c.id,
+        _history.c.role,
+        _history.c.content,
+        _history.c.tool_calls,
+        _history.c.tool_call_id,
+        _history.c.name,
+    )
+    .where(
+        _history.c.session_key == bindparam("key"),
+        _history.c.epoch == bindparam("epoch"),
+        _history.c.id > bindparam("after"),
+    )
+    .order_by(_history.c.id)
+)
+_TOUCH = (
+    update(_sessions)
+    .where(_sessions.c.key == bindparam("b_key"))
+    .values(updated_at=bindparam("now"), message_count=_sessions.c.message_count + bindparam("added"))
+)
+_TOUCH_SUMMARY = _TOUCH.values(summary=bindparam("b_summary"), summary_upto=bindparam("upto"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +58,18 @@ class HistoryEntry:
 
     id: int
     message: ChatMessage
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """What a turn needs to know about its session."""
+
+    key: str
+    channel: str
+    epoch: int
+    summary: str | None
+    summary_upto: int
+    message_count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,128 +94,141 @@ class SessionInfo:
         }
 
 
-def _to_row(key: str, epoch: int, inbound_id: str | None, m: ChatMessage, now: float) -> HistoryRow:
+def _row_values(key: str, epoch: int, inbound_id: str | None, m: ChatMessage, now: float) -> dict[str, object]:
     calls = json.dumps([c.model_dump() for c in m.tool_calls]) if m.tool_calls else None
-    return HistoryRow(
-        session_key=key,
-        epoch=epoch,
-        inbound_id=inbound_id,
-        role=m.role,
-        content=m.content,
-        tool_calls=calls,
-        tool_call_id=m.tool_call_id,
-        name=m.name,
-        created_at=now,
-    )
+    return {
+        "session_key": key,
+        "epoch": epoch,
+        "inbound_id": inbound_id,
+        "role": m.role,
+        "content": m.content,
+        "tool_calls": calls,
+        "tool_call_id": m.tool_call_id,
+        "name": m.name,
+        "created_at": now,
+    }
 
 
-def _to_message(row: HistoryRow) -> ChatMessage:
-    calls = tuple(ToolCall.model_validate(c) for c in json.loads(row.tool_calls or "[]"))
+def _to_message(role: str, content: str, tool_calls: str | None, call_id: str | None, name: str | None) -> ChatMessage:
+    calls = tuple(ToolCall.model_validate(c) for c in json.loads(tool_calls or "[]"))
     return ChatMessage(
-        role=row.role,  # type: ignore[arg-type]
-        content=row.content,
+        role=role,  # type: ignore[arg-type]
+        content=content,
         tool_calls=calls,
-        tool_call_id=row.tool_call_id,
-        name=row.name,
+        tool_call_id=call_id,
+        name=name,
     )
 
 
 class SessionStore:
-    """Reads and writes sessions and their history."""
+    """Reads and writes sessions and their history.
+
+    Methods ending in ``_in`` run inside a caller's transaction job (see Store.transact).
+    """
 
     def __init__(self, *, store: Store, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._clock = clock
 
-    async def get(self, key: str) -> SessionRow | None:
-        async with self._store.read() as s:
-            return await s.get(SessionRow, key)
+    # -- inside a transaction job ----------------------------------------------------------
 
-    async def ensure(self, key: str, channel: str) -> SessionRow:
-        async with self._store.write() as s:
-            row = await s.get(SessionRow, key)
-            if row is None:
-                now = self._clock()
-                row = SessionRow(key=key, channel=channel, created_at=now, updated_at=now)
-                s.add(row)
-            return row
-
-    async def history(self, row: SessionRow) -> list[HistoryEntry]:
-        """The current epoch's history not yet folded into the summary, oldest first."""
-        query = (
-            select(HistoryRow)
-            .where(
-                col(HistoryRow.session_key) == row.key,
-                col(HistoryRow.epoch) == row.epoch,
-                col(HistoryRow.id) > row.summary_upto,
+    def ensure_in(self, conn: Connection, key: str, channel: str) -> SessionState:
+        row = conn.execute(_SESSION_COLUMNS, {"key": key}).first()
+        if row is None:
+            now = self._clock()
+            conn.execute(
+                insert_ignore(self._store.dialect, _sessions),
+                {
+                    "key": key,
+                    "channel": channel,
+                    "created_at": now,
+                    "updated_at": now,
+                    "epoch": 0,
+                    "summary_upto": 0,
+                    "message_count": 0,
+                },
             )
-            .order_by(col(HistoryRow.id))
-        )
-        async with self._store.read() as s:
-            rows = (await s.exec(query)).all()
-        return [HistoryEntry(r.id or 0, _to_message(r)) for r in rows]
+            row = conn.execute(_SESSION_COLUMNS, {"key": key}).one()
+        return SessionState(*row)
 
-    def add_messages(
+    def history_in(self, conn: Connection, state: SessionState) -> list[HistoryEntry]:
+        """The current epoch's history not yet folded into the summary, oldest first."""
+        rows = conn.execute(
+            _HISTORY_WINDOW, {"key": state.key, "epoch": state.epoch, "after": state.summary_upto}
+        ).all()
+        return [HistoryEntry(r[0], _to_message(*r[1:])) for r in rows]
+
+    def add_messages_in(
         self,
-        s: AsyncSession,
+        conn: Connection,
         *,
         key: str,
         epoch: int,
         inbound_id: str | None,
         messages: Sequence[ChatMessage],
     ) -> None:
-        """Stage history messages in an open write transaction."""
+        if not messages:
+            return
         now = self._clock()
-        for m in messages:
-            s.add(_to_row(key, epoch, inbound_id, m, now))
+        conn.execute(_INSERT_HISTORY, [_row_values(key, epoch, inbound_id, m, now) for m in messages])
 
-    async def discard_attempt(self, s: AsyncSession, *, key: str, inbound_id: str) -> int:
+    def discard_attempt_in(self, conn: Connection, *, key: str, inbound_id: str) -> int:
         """Drop what an interrupted earlier attempt of ``inbound_id`` wrote (not the user turn)."""
-        res = await s.exec(
-            delete(HistoryRow).where(
-                col(HistoryRow.session_key) == key,
-                col(HistoryRow.inbound_id) == inbound_id,
-                col(HistoryRow.role) != "user",
+        res = conn.execute(
+            delete(_history).where(
+                _history.c.session_key == key,
+                _history.c.inbound_id == inbound_id,
+                _history.c.role != "user",
             )
         )
         return int(res.rowcount)
 
-    async def has_user_turn(self, s: AsyncSession, *, key: str, inbound_id: str) -> bool:
-        found = await s.exec(
-            select(HistoryRow.id).where(
-                col(HistoryRow.session_key) == key,
-                col(HistoryRow.inbound_id) == inbound_id,
-                col(HistoryRow.role) == "user",
+    def has_user_turn_in(self, conn: Connection, *, key: str, inbound_id: str) -> bool:
+        found = conn.execute(
+            select(_history.c.id).where(
+                _history.c.session_key == key,
+                _history.c.inbound_id == inbound_id,
+                _history.c.role == "user",
             )
-        )
-        return found.first() is not None
+        ).first()
+        return found is not None
 
-    async def touch(
-        self, s: AsyncSession, *, key: str, added: int, summary: tuple[str, int] | None = None
+    def touch_in(
+        self, conn: Connection, *, key: str, added: int, summary: tuple[str, int] | None = None
     ) -> None:
-        values: dict[str, object] = {
-            "updated_at": self._clock(),
-            "message_count": col(SessionRow.message_count) + added,
-        }
-        if summary is not None:
-            values["summary"], values["summary_upto"] = summary
-        await s.exec(update(SessionRow).where(col(SessionRow.key) == key).values(**values))
+        params: dict[str, object] = {"b_key": key, "now": self._clock(), "added": added}
+        if summary is None:
+            conn.execute(_TOUCH, params)
+        else:
+            conn.execute(_TOUCH_SUMMARY, {**params, "b_summary": summary[0], "upto": summary[1]})
 
-    async def new_epoch(self, key: str) -> int:
+    # -- standalone ----------------------------------------------------------------------
+
+    async def ensure(self, key: str, channel: str) -> SessionState:
+        return await self._store.transact(lambda conn: self.ensure_in(conn, key, channel))
+
+    async def get(self, key: str) -> SessionRow | None:
+        async with self._store.read() as s:
+            return await s.get(SessionRow, key)
+
+    async def history(self, state: SessionState) -> list[HistoryEntry]:
+        async with self._store.read() as s:
+            conn = await s.connection()
+            return await conn.run_sync(lambda c: self.history_in(c, state))
+
+    async def new_epoch(self, key: str, channel: str) -> int:
         """Start a fresh context (/new): history stays stored, the prompt forgets it."""
-        async with self._store.write() as s:
-            await s.exec(
-                update(SessionRow)
-                .where(col(SessionRow.key) == key)
-                .values(
-                    epoch=col(SessionRow.epoch) + 1,
-                    summary=None,
-                    summary_upto=0,
-                    updated_at=self._clock(),
-                )
+
+        def job(conn: Connection) -> int:
+            state = self.ensure_in(conn, key, channel)
+            conn.execute(
+                update(_sessions)
+                .where(_sessions.c.key == key)
+                .values(epoch=state.epoch + 1, summary=None, summary_upto=0, updated_at=self._clock())
             )
-            row = await s.get(SessionRow, key)
-            return row.epoch if row else 0
+            return state.epoch + 1
+
+        return await self._store.transact(job)
 
     async def list(self, *, limit: int = 1000) -> list[SessionInfo]:
         pending = (
@@ -179,8 +238,8 @@ class SessionStore:
         )
         query = select(SessionRow).order_by(col(SessionRow.updated_at).desc()).limit(limit)
         async with self._store.read() as s:
-            counts = dict((await s.exec(pending)).all())
-            rows = (await s.exec(query)).all()
+            counts = {k: n for k, n in (await s.exec(pending)).all()}
+            rows = (await s.exec(query)).scalars().all()
         return [
             SessionInfo(
                 key=r.key,

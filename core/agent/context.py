@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import stat
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,6 +46,8 @@ _SUMMARY_USER_CHARS = 200
 _SUMMARY_TOOL_CHARS = 80
 _AGENT_DESCRIPTION_CHARS = 300
 _ELLIPSIS = "…"
+_RECHECK_SECONDS = 1.0
+"""How stale the workspace files in the prompt may be (edits show up within this)."""
 
 
 class ContextConfig(BaseModel):
@@ -97,8 +100,8 @@ class ContextBuilder:
     """Builds the system prompt and windows the history for one workspace.
 
     One builder serves every session: workspace files are cached by
-    ``(path, mtime_ns, size)``, so a turn costs one ``stat`` per file (in a worker
-    thread) unless a file changed.
+    ``(path, mtime_ns, size)`` and re-checked (one ``stat`` per file, in a worker
+    thread) at most once a second, however many turns start meanwhile.
     """
 
     def __init__(
@@ -124,6 +127,9 @@ class ContextBuilder:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._zone = ZoneInfo(config.timezone) if config.timezone else None
         self._cache: dict[str, _CachedSection] = {}
+        self._sections: list[str] = []
+        self._checked_at = -math.inf
+        self._refresh: asyncio.Future[list[str]] | None = None
 
     async def system_prompt(
         self,
@@ -153,7 +159,7 @@ class ContextBuilder:
             The system prompt, sections separated by blank lines.
         """
         sections = [self._runtime_block(session_key=session_key, channel=channel)]
-        sections.extend(await asyncio.to_thread(self._read_sections))
+        sections.extend(await self._workspace_sections())
         if tools:
             sections.append(_tools_block(tools))
         if agents:
@@ -220,6 +226,25 @@ class ContextBuilder:
                 f"- Session: {session_key}",
             ]
         )
+
+    async def _workspace_sections(self) -> list[str]:
+        """The workspace file sections, re-checked at most every _RECHECK_SECONDS.
+
+        Concurrent turns share one check (single flight), so a thousand sessions
+        starting at once cost one round of ``stat`` calls, not a thousand.
+        """
+        if time.monotonic() - self._checked_at < _RECHECK_SECONDS:
+            return self._sections
+        if self._refresh is None:
+            self._refresh = asyncio.ensure_future(asyncio.to_thread(self._read_sections))
+        refresh = self._refresh
+        try:
+            sections = await asyncio.shield(refresh)
+        finally:
+            if self._refresh is refresh and refresh.done():
+                self._refresh = None
+        self._sections, self._checked_at = sections, time.monotonic()
+        return sections
 
     def _read_sections(self) -> list[str]:
         # Runs in a worker thread: stat and (when changed) read each file.

@@ -146,8 +146,7 @@ class AgentRuntime:
         return "Stopping the running turn." if stopped else "Nothing is running in this session."
 
     async def _new_command(self, message: InboundMessage, _args: str) -> str:
-        await self._s.sessions.ensure(message.session_key, message.delivery.channel)
-        epoch = await self._s.sessions.new_epoch(message.session_key)
+        epoch = await self._s.sessions.new_epoch(message.session_key, message.delivery.channel)
         return f"Started a fresh conversation (context #{epoch}); earlier messages stay in the log."
 
     async def _status_command(self, message: InboundMessage, _args: str) -> str:

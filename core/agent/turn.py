@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+from sqlalchemy import Connection
 
 from core.agent.context import compact
 from core.agent.runner import RunLimits, RunResult, run_agent
@@ -22,6 +25,7 @@ from core.messages import (
     reply_id_for,
 )
 from core.providers.base import ChatMessage, Provider
+from core.sessions import HistoryEntry, SessionState
 from core.tools.base import ToolContext
 
 __all__ = ["TurnHandler"]
@@ -29,8 +33,18 @@ __all__ = ["TurnHandler"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(slots=True)
+class _Outcome:
+    """How a message ends: the reply, the events closing it, and any other writes."""
+
+    text: str
+    kind: OutboundKind = "reply"
+    events: list[Event] = field(default_factory=list)
+    write: Callable[[Connection], None] | None = None
+
+
 class _TurnObserver:
-    """Buffers events (flushed with the turn's writes) and streams deltas out."""
+    """Buffers events (written with the turn's next transaction) and streams deltas out."""
 
     def __init__(self, services: AgentServices, message: InboundMessage) -> None:
         self._services = services
@@ -38,37 +52,33 @@ class _TurnObserver:
         self.pending: list[Event] = []
         self._stream = services.hub.has_subscribers(message.delivery.channel)
 
+    def _event(self, type: str, data: dict[str, Any]) -> Event:
+        return Event(self._message.session_key, type, self._message.id, data)
+
     async def event(self, type: str, data: dict[str, Any]) -> None:
-        self.pending.append(
-            Event(session_key=self._message.session_key, type=type, message_id=self._message.id, data=data)
-        )
+        self.pending.append(self._event(type, data))
         if type == EventType.TOOL_START and self._stream:
-            self._services.hub.emit(
-                Progress(
-                    inbound_id=self._message.id,
-                    session_key=self._message.session_key,
-                    delivery=self._message.delivery,
-                    text=f"running {data['tool']}…",
-                )
-            )
+            self._emit(Progress, f"running {data['tool']}…")
         if type == EventType.TURN_END and any(e.type == EventType.TOOL_COMPLETE for e in self.pending):
-            await self.flush()  # a tool loop is long: keep the log current
+            await self.flush()  # a tool loop can be long: keep the log current
 
     async def delta(self, text: str) -> None:
         if self._stream:
-            self._services.hub.emit(
-                StreamDelta(
-                    inbound_id=self._message.id,
-                    session_key=self._message.session_key,
-                    delivery=self._message.delivery,
-                    text=text,
-                )
-            )
+            self._emit(StreamDelta, text)
+
+    def _emit(self, kind: type[StreamDelta] | type[Progress], text: str) -> None:
+        m = self._message
+        self._services.hub.emit(
+            kind(inbound_id=m.id, session_key=m.session_key, delivery=m.delivery, text=text)
+        )
+
+    def take(self) -> list[Event]:
+        events, self.pending = self.pending, []
+        return events
 
     async def flush(self) -> None:
         if self.pending:
-            events, self.pending = self.pending, []
-            await self._services.events.append(*events)
+            await self._services.events.append(*self.take())
 
 
 class TurnHandler:
@@ -80,111 +90,110 @@ class TurnHandler:
 
     async def handle(self, claim: Claim, *, stop_requested: asyncio.Event) -> None:
         message = claim.message
-        kind: OutboundKind = "reply"
-        try:
-            if self._s.commands.handles(message.text):
-                text = await self._command(message)
-            elif self._s.provider is None:
-                kind, text = "error", self._s.no_provider_hint
-                await self._record(message, [Event(message.session_key, EventType.ERROR, message.id, {"error": "no provider"})])
-            else:
-                text = await self._agent(claim, self._s.provider)
-        except CommandError as exc:
-            kind, text = "error", str(exc)
-            await self._record(message, [])
-        except ProviderError as exc:
-            kind, text = "error", f"The LLM provider failed: {exc}"
-            log.warning("provider failed status=%s error=%s", exc.status, exc)
-            await self._record(message, [self._error_event(message, exc)])
-        except asyncio.CancelledError:
-            if not stop_requested.is_set():
-                raise  # shutdown: leave the message claimable
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            kind, text = "reply", "Stopped."
-            await self._record(message, [Event(message.session_key, EventType.ERROR, message.id, {"error": "stopped by user"})])
-        except Exception as exc:
-            log.exception("turn failed")
-            kind, text = "error", f"Something went wrong on my side ({type(exc).__name__}); it is logged."
-            await self._record(message, [self._error_event(message, exc)])
+        if self._s.commands.handles(message.text):
+            outcome = await self._command(message)
+        elif self._s.provider is None:
+            outcome = _Outcome(
+                self._s.no_provider_hint,
+                "error",
+                [self._user_event(claim), self._error_event(message, "no provider configured")],
+            )
+        else:
+            outcome = await self._agent(claim, self._s.provider, stop_requested)
+        await self._settle(message, outcome)
+
+    async def _settle(self, message: InboundMessage, outcome: _Outcome) -> None:
         reply = OutboundMessage(
             id=reply_id_for(message.id),
             inbound_id=message.id,
             session_key=message.session_key,
             delivery=message.delivery,
-            text=text,
-            kind=kind,
+            text=outcome.text,
+            kind=outcome.kind,
         )
-        await self._s.bus.settle(message.id, owner=self._owner, reply=reply, failed=kind == "error")
+        events = [*outcome.events, Event(message.session_key, EventType.IDLE, message.id, {})]
+        if events[-2:-1] and events[-2].type == EventType.IDLE:
+            events.pop()  # the outcome already closed itself with richer idle data
+
+        def job(conn: Connection) -> bool:
+            if outcome.write is not None:
+                outcome.write(conn)
+            self._s.events.add_in(conn, events)
+            return self._s.bus.settle_in(
+                conn, message.id, owner=self._owner, reply=reply, failed=outcome.kind == "error"
+            )
+
+        if not await self._s.store.transact(job):
+            log.warning("lease was lost before settling; the reply id keeps it single")
+        self._s.bus.notify_reply(reply)
 
     @staticmethod
-    def _error_event(message: InboundMessage, exc: BaseException) -> Event:
-        data: dict[str, Any] = {"error": str(exc), "kind": type(exc).__name__}
+    def _error_event(message: InboundMessage, error: str, kind: str = "") -> Event:
+        data: dict[str, Any] = {"error": error}
+        if kind:
+            data["kind"] = kind
         return Event(message.session_key, EventType.ERROR, message.id, data)
 
-    async def _record(self, message: InboundMessage, events: Sequence[Event]) -> None:
-        """Events of a message that did not reach (or left) the model, closed by idle."""
-        idle = Event(message.session_key, EventType.IDLE, message.id, {})
-        await self._s.events.append(*events, idle)
+    @staticmethod
+    def _user_event(claim: Claim) -> Event:
+        m = claim.message
+        data: dict[str, Any] = {"text": m.text, "origin": m.origin, "sender": m.sender}
+        if claim.attempt > 1:
+            data["attempt"] = claim.attempt
+        if m.schedule_id is not None:
+            data["schedule_id"] = m.schedule_id
+        return Event(m.session_key, EventType.USER_MESSAGE, m.id, data)
 
-    async def _command(self, message: InboundMessage) -> str:
+    async def _command(self, message: InboundMessage) -> _Outcome:
         user = Event(message.session_key, EventType.USER_MESSAGE, message.id, {"text": message.text, "origin": message.origin})
-        await self._s.events.append(user)
-        text = await self._s.commands.dispatch(message)
-        await self._record(message, [])
-        return text
+        try:
+            return _Outcome(await self._s.commands.dispatch(message), events=[user])
+        except CommandError as exc:
+            return _Outcome(str(exc), "error", [user])
 
-    async def _agent(self, claim: Claim, provider: Provider) -> str:
+    async def _begin(self, claim: Claim) -> tuple[SessionState, list[HistoryEntry]]:
+        """Record the user turn (once, even on redelivery) and load the session's history."""
         s, message = self._s, claim.message
-        row = await s.sessions.get(message.session_key)
-        if row is None:
-            row = await s.sessions.ensure(message.session_key, message.delivery.channel)
-        async with s.store.write() as tx:
-            if claim.attempt > 1:
-                dropped = await s.sessions.discard_attempt(tx, key=row.key, inbound_id=message.id)
-                log.info("redelivered attempt=%d discarded_rows=%d", claim.attempt, dropped)
-            if not await s.sessions.has_user_turn(tx, key=row.key, inbound_id=message.id):
-                s.sessions.add_messages(
-                    tx,
-                    key=row.key,
-                    epoch=row.epoch,
+        user_event = self._user_event(claim)
+
+        def job(conn: Connection) -> tuple[SessionState, list[HistoryEntry]]:
+            state = s.sessions.ensure_in(conn, message.session_key, message.delivery.channel)
+            redelivered = claim.attempt > 1
+            if redelivered:
+                s.sessions.discard_attempt_in(conn, key=state.key, inbound_id=message.id)
+            if not (redelivered and s.sessions.has_user_turn_in(conn, key=state.key, inbound_id=message.id)):
+                s.sessions.add_messages_in(
+                    conn,
+                    key=state.key,
+                    epoch=state.epoch,
                     inbound_id=message.id,
                     messages=[ChatMessage(role="user", content=message.text)],
                 )
-            s.events.add_to(
-                tx,
-                [
-                    Event(
-                        row.key,
-                        EventType.USER_MESSAGE,
-                        message.id,
-                        {
-                            "text": message.text,
-                            "origin": message.origin,
-                            "sender": message.sender,
-                            "attempt": claim.attempt,
-                            **({"schedule_id": message.schedule_id} if message.schedule_id else {}),
-                        },
-                    )
-                ],
-            )
-        history = await s.sessions.history(row)
-        window = s.context.window([h.message for h in history], summary=row.summary)
-        summary, summary_update = row.summary, None
+            s.events.add_in(conn, [user_event])
+            return state, s.sessions.history_in(conn, state)
+
+        return await s.store.transact(job)
+
+    async def _agent(
+        self, claim: Claim, provider: Provider, stop_requested: asyncio.Event
+    ) -> _Outcome:
+        s, message = self._s, claim.message
+        state, history = await self._begin(claim)
+        window = s.context.window([h.message for h in history], summary=state.summary)
+        summary, summary_update = state.summary, None
         if window.dropped:
-            summary = compact(window.dropped, row.summary, max_chars=s.config.context.summary_max_chars)
+            summary = compact(window.dropped, state.summary, max_chars=s.config.context.summary_max_chars)
             summary_update = (summary, history[len(window.dropped) - 1].id)
         tool_context = ToolContext(
             workspace=s.workspace,
-            session_key=row.key,
+            session_key=state.key,
             channel=message.delivery.channel,
             message_id=message.id,
             extras={**s.tool_extras, "message": message},
         )
         specs = s.tools.specs(ctx=tool_context)
         system = await s.context.system_prompt(
-            session_key=row.key, channel=message.delivery.channel, tools=specs, summary=summary
+            session_key=state.key, channel=message.delivery.channel, tools=specs, summary=summary
         )
         observer = _TurnObserver(s, message)
         try:
@@ -203,37 +212,48 @@ class TurnHandler:
                 ),
                 observer=observer,
             )
-        except BaseException:
-            await asyncio.shield(observer.flush())
-            raise
-        await self._finish(message, row.epoch, result, observer, summary_update)
-        return self._reply_text(result)
+        except ProviderError as exc:
+            log.warning("provider failed status=%s error=%s", exc.status, exc)
+            error = self._error_event(message, str(exc), type(exc).__name__)
+            return _Outcome(f"The LLM provider failed: {exc}", "error", [*observer.take(), error])
+        except asyncio.CancelledError:
+            if not stop_requested.is_set():
+                await asyncio.shield(observer.flush())
+                raise  # shutdown: the message stays claimable
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            stopped = self._error_event(message, "stopped by user", "TurnCancelled")
+            return _Outcome("Stopped.", "reply", [*observer.take(), stopped])
+        except Exception as exc:
+            log.exception("turn failed")
+            error = self._error_event(message, str(exc), type(exc).__name__)
+            text = f"Something went wrong on my side ({type(exc).__name__}); it is logged."
+            return _Outcome(text, "error", [*observer.take(), error])
+        return self._finished(message, state, result, observer.take(), summary_update)
 
-    async def _finish(
+    def _finished(
         self,
         message: InboundMessage,
-        epoch: int,
+        state: SessionState,
         result: RunResult,
-        observer: _TurnObserver,
+        events: list[Event],
         summary_update: tuple[str, int] | None,
-    ) -> None:
+    ) -> _Outcome:
         s = self._s
-        closing = []
         if result.task_complete:
-            closing.append(Event(message.session_key, EventType.TASK_COMPLETE, message.id, {"summary": result.text}))
-        closing.append(
+            events.append(Event(message.session_key, EventType.TASK_COMPLETE, message.id, {"summary": result.text}))
+        events.append(
             Event(message.session_key, EventType.IDLE, message.id, {"llm_calls": result.llm_calls, "stop": result.stop})
         )
-        async with s.store.write() as tx:
-            s.sessions.add_messages(
-                tx, key=message.session_key, epoch=epoch, inbound_id=message.id, messages=result.messages
-            )
-            s.events.add_to(tx, [*observer.pending, *closing])
-            await s.sessions.touch(tx, key=message.session_key, added=len(result.messages) + 1, summary=summary_update)
-        observer.pending = []
 
-    def _reply_text(self, result: RunResult) -> str:
+        def write(conn: Connection) -> None:
+            s.sessions.add_messages_in(
+                conn, key=state.key, epoch=state.epoch, inbound_id=message.id, messages=result.messages
+            )
+            s.sessions.touch_in(conn, key=state.key, added=len(result.messages) + 1, summary=summary_update)
+
         text = result.text.strip() or "(no reply)"
         if result.stop == "max_iterations":
-            text += f"\n\n(stopped after {self._s.config.max_iterations} steps: agent.max_iterations)"
-        return text
+            text += f"\n\n(stopped after {s.config.max_iterations} steps: agent.max_iterations)"
+        return _Outcome(text, "reply", events, write)

@@ -6,9 +6,8 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, or_, select, update
 from sqlmodel import col
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from core.bus.base import Claim, DueReply, Published
 from core.bus.owner import owner_is_dead
@@ -18,12 +17,75 @@ from core.store.engine import Store
 from core.store.models import DedupeRow, InboundRow, OutboundRow, SessionRow
 from core.store.sql import insert_ignore
 
-__all__ = ["DEDUPE_WINDOW_SECONDS", "SqlBus"]
+__all__ = ["DEDUPE_WINDOW_SECONDS", "SqlBus", "is_control"]
 
 log = logging.getLogger(__name__)
 
 DEDUPE_WINDOW_SECONDS = 24 * 3600
 CONTROL_COMMANDS = frozenset({"/stop"})
+
+_inbound = InboundRow.__table__  # type: ignore[attr-defined]
+_outbound = OutboundRow.__table__  # type: ignore[attr-defined]
+_dedupe = DedupeRow.__table__  # type: ignore[attr-defined]
+_sessions = SessionRow.__table__  # type: ignore[attr-defined]
+
+_SETTLE = (
+    update(_inbound)
+    .where(
+        _inbound.c.id == bindparam("message_id"),
+        _inbound.c.status == "claimed",
+        _inbound.c.lease_owner == bindparam("owner"),
+    )
+    .values(
+        status=bindparam("b_status"),
+        finished_at=bindparam("now"),
+        lease_owner=None,
+        lease_until=None,
+    )
+)
+_ELIGIBLE = or_(
+    _inbound.c.status == "pending",
+    and_(_inbound.c.status == "claimed", _inbound.c.lease_until < bindparam("now")),
+)
+_BUSY = select(_inbound.c.session_key).where(
+    _inbound.c.status == "claimed", _inbound.c.lease_until >= bindparam("now")
+)
+# The oldest claimable message of each idle session, oldest sessions first.
+_HEADS = (
+    select(func.min(_inbound.c.seq), _inbound.c.session_key)
+    .where(_ELIGIBLE, _inbound.c.session_key.not_in(_BUSY))
+    .group_by(_inbound.c.session_key)
+    .order_by(func.min(_inbound.c.seq))
+    .limit(bindparam("limit"))
+)
+_HEADS_OF = _HEADS.where(_inbound.c.session_key.in_(bindparam("keys", expanding=True)))
+_CONTROLS = (
+    select(_inbound.c.seq)
+    .where(_inbound.c.status == "pending", _inbound.c.control.is_(True))
+    .order_by(_inbound.c.seq)
+    .limit(bindparam("limit"))
+)
+_LOCK_SESSIONS = (
+    select(_sessions.c.key)
+    .where(_sessions.c.key.in_(bindparam("keys", expanding=True)))
+    .with_for_update(skip_locked=True)
+)
+_CLAIM = (
+    update(_inbound)
+    .where(_inbound.c.seq.in_(bindparam("seqs", expanding=True)), _ELIGIBLE)
+    .values(
+        status="claimed",
+        lease_owner=bindparam("owner"),
+        lease_until=bindparam("until"),
+        attempts=_inbound.c.attempts + 1,
+    )
+    .returning(_inbound.c.seq, _inbound.c.payload, _inbound.c.attempts)
+)
+_DELIVERED = (
+    update(_outbound)
+    .where(_outbound.c.id == bindparam("outbound_id"), _outbound.c.status == "pending")
+    .values(status="delivered", delivered_at=bindparam("now"), attempts=_outbound.c.attempts + 1)
+)
 
 
 def is_control(text: str) -> bool:
@@ -31,8 +93,28 @@ def is_control(text: str) -> bool:
     return text.strip().split(" ", 1)[0].lower() in CONTROL_COMMANDS
 
 
+def reply_row(reply: OutboundMessage, now: float) -> dict[str, object]:
+    """The outbound table row of a final reply."""
+    return {
+        "id": reply.id,
+        "inbound_id": reply.inbound_id,
+        "session_key": reply.session_key,
+        "channel": reply.delivery.channel,
+        "payload": reply.model_dump_json(),
+        "status": "pending",
+        "attempts": 0,
+        "next_attempt_at": now,
+        "created_at": now,
+    }
+
+
 class SqlBus:
-    """Inbox and Outbox on SQL tables; in-process signals make wake-ups immediate."""
+    """Inbox and Outbox on SQL tables; in-process signals make wake-ups immediate.
+
+    Writes are jobs run by :meth:`Store.transact` (group-committed on SQLite), so a
+    caller such as the turn layer can settle a message in the same transaction as
+    its own writes via :meth:`settle_in`.
+    """
 
     def __init__(self, *, store: Store, clock: Callable[[], float] = time.time) -> None:
         self._store = store
@@ -40,170 +122,132 @@ class SqlBus:
         self._inbound_signal = Signal()
         self._outbound_signals = SignalMap()
 
+    @property
+    def dialect(self) -> str:
+        return self._store.dialect
+
     # -- inbox ---------------------------------------------------------------------------
 
     async def publish_inbound(self, message: InboundMessage) -> Published:
         now = self._clock()
         dialect = self._store.dialect
-        async with self._store.write() as s:
+
+        def job(conn: Connection) -> Published:
             if message.event_id:
                 key = f"{message.delivery.channel}:{message.event_id}"
-                first = await self._first_with_key(s, key, now)
+                first = conn.execute(
+                    select(_dedupe.c.message_id, _dedupe.c.created_at).where(_dedupe.c.key == key)
+                ).first()
+                if first is not None and first.created_at >= now - DEDUPE_WINDOW_SECONDS:
+                    return Published(first.message_id, duplicate=True)
                 if first is not None:
-                    return Published(first, duplicate=True)
-                res = await s.exec(
-                    insert_ignore(
-                        dialect, DedupeRow, {"key": key, "message_id": message.id, "created_at": now}
-                    )
+                    conn.execute(delete(_dedupe).where(_dedupe.c.key == key))
+                inserted = conn.execute(
+                    insert_ignore(dialect, _dedupe),
+                    {"key": key, "message_id": message.id, "created_at": now},
                 )
-                if res.rowcount == 0:  # lost a race with a concurrent publish
-                    first = await self._first_with_key(s, key, now)
-                    return Published(first or message.id, duplicate=True)
-            res = await s.exec(
-                insert_ignore(
-                    dialect,
-                    InboundRow,
-                    {
-                        "id": message.id,
-                        "session_key": message.session_key,
-                        "status": "pending",
-                        "control": is_control(message.text),
-                        "payload": message.model_dump_json(),
-                        "created_at": now,
-                        "attempts": 0,
-                    },
-                )
+                if inserted.rowcount == 0:  # a concurrent publish won (PostgreSQL)
+                    again = conn.execute(
+                        select(_dedupe.c.message_id).where(_dedupe.c.key == key)
+                    ).scalar()
+                    return Published(again or message.id, duplicate=True)
+            inserted = conn.execute(
+                insert_ignore(dialect, _inbound),
+                {
+                    "id": message.id,
+                    "session_key": message.session_key,
+                    "status": "pending",
+                    "control": is_control(message.text),
+                    "payload": message.model_dump_json(),
+                    "created_at": now,
+                    "attempts": 0,
+                },
             )
-            if res.rowcount == 0:
+            if inserted.rowcount == 0:
                 return Published(message.id, duplicate=True)
-            await s.exec(
-                insert_ignore(
-                    dialect,
-                    SessionRow,
-                    {
-                        "key": message.session_key,
-                        "channel": message.delivery.channel,
-                        "created_at": now,
-                        "updated_at": now,
-                        "epoch": 0,
-                        "summary_upto": 0,
-                        "message_count": 0,
-                    },
-                )
+            conn.execute(
+                insert_ignore(dialect, _sessions),
+                {
+                    "key": message.session_key,
+                    "channel": message.delivery.channel,
+                    "created_at": now,
+                    "updated_at": now,
+                    "epoch": 0,
+                    "summary_upto": 0,
+                    "message_count": 0,
+                },
             )
-        self._inbound_signal.set()
-        return Published(message.id)
+            return Published(message.id)
 
-    @staticmethod
-    async def _first_with_key(s: AsyncSession, key: str, now: float) -> str | None:
-        row = await s.get(DedupeRow, key)
-        if row is None:
-            return None
-        if row.created_at < now - DEDUPE_WINDOW_SECONDS:
-            await s.delete(row)
-            await s.flush()
-            return None
-        return row.message_id
+        published = await self._store.transact(job)
+        if not published.duplicate:
+            self._inbound_signal.set()
+        return published
 
     async def claim(self, *, owner: str, limit: int, lease_seconds: float) -> list[Claim]:
         if limit <= 0:
             return []
         now = self._clock()
-        eligible = or_(
-            col(InboundRow.status) == "pending",
-            and_(col(InboundRow.status) == "claimed", col(InboundRow.lease_until) < now),
-        )
-        busy = select(InboundRow.session_key).where(
-            col(InboundRow.status) == "claimed", col(InboundRow.lease_until) >= now
-        )
-        heads = (
-            select(func.min(InboundRow.seq), InboundRow.session_key)
-            .where(eligible, col(InboundRow.session_key).not_in(busy))
-            .group_by(col(InboundRow.session_key))
-            .order_by(func.min(InboundRow.seq))
-            .limit(limit)
-        )
-        controls = (
-            select(InboundRow.seq, InboundRow.session_key)
-            .where(col(InboundRow.status) == "pending", col(InboundRow.control).is_(True))
-            .order_by(col(InboundRow.seq))
-            .limit(limit)
-        )
-        async with self._store.write() as s:
-            picked: dict[int, str] = dict((await s.exec(heads)).all())
-            control_seqs = {seq for seq, _ in (await s.exec(controls)).all()}
-            picked.update((seq, "") for seq in control_seqs if seq not in picked)
-            if not picked:
-                return []
-            if not self._store.is_sqlite:
+        postgres = not self._store.is_sqlite
+
+        def job(conn: Connection) -> list[tuple[int, str, int]]:
+            params = {"now": now, "limit": limit}
+            picked: dict[int, str] = {seq: key for seq, key in conn.execute(_HEADS, params)}
+            controls = {seq for (seq,) in conn.execute(_CONTROLS, params)}
+            if postgres and picked:
                 # Serialise claimers per session: lock the session rows, then re-check
-                # eligibility with a fresh statement (READ COMMITTED sees their commits).
-                keys = {k for k in picked.values() if k}
-                lock = (
-                    select(SessionRow.key)
-                    .where(col(SessionRow.key).in_(keys))
-                    .with_for_update(skip_locked=True)
+                # with a fresh statement (READ COMMITTED sees the winners' commits).
+                keys = sorted(set(picked.values()))
+                locked = [k for (k,) in conn.execute(_LOCK_SESSIONS, {"keys": keys})]
+                fresh = (
+                    {seq for seq, _ in conn.execute(_HEADS_OF, {**params, "keys": locked})}
+                    if locked
+                    else set()
                 )
-                locked = {k for (k,) in (await s.exec(lock)).all()}
-                recheck = heads.where(col(InboundRow.session_key).in_(locked))
-                fresh = {seq for seq, _ in (await s.exec(recheck)).all()}
-                picked = {seq: k for seq, k in picked.items() if seq in fresh | control_seqs}
-            rows = (
-                await s.exec(
-                    update(InboundRow)
-                    .where(col(InboundRow.seq).in_(list(picked)), eligible)
-                    .values(
-                        status="claimed",
-                        lease_owner=owner,
-                        lease_until=now + lease_seconds,
-                        attempts=col(InboundRow.attempts) + 1,
-                    )
-                    .returning(col(InboundRow.seq), col(InboundRow.payload), col(InboundRow.attempts))
-                )
+                picked = {s: k for s, k in picked.items() if s in fresh}
+            seqs = sorted(set(picked) | controls)
+            if not seqs:
+                return []
+            rows = conn.execute(
+                _CLAIM, {"seqs": seqs, "now": now, "owner": owner, "until": now + lease_seconds}
             ).all()
-        rows = sorted(rows, key=lambda r: r[0])
+            return [(r[0], r[1], r[2]) for r in rows]
+
+        rows = sorted(await self._store.transact(job))
         return [Claim(InboundMessage.model_validate_json(p), attempt=a) for _, p, a in rows]
+
+    def settle_in(
+        self,
+        conn: Connection,
+        message_id: str,
+        *,
+        owner: str,
+        reply: OutboundMessage | None,
+        failed: bool = False,
+    ) -> bool:
+        """The settle write, inside a caller's transaction job. Call :meth:`notify_reply` after commit."""
+        now = self._clock()
+        res = conn.execute(
+            _SETTLE,
+            {"message_id": message_id, "owner": owner, "b_status": "failed" if failed else "done", "now": now},
+        )
+        if reply is not None:
+            conn.execute(insert_ignore(self._store.dialect, _outbound), reply_row(reply, now))
+        return bool(res.rowcount == 1)
+
+    def notify_reply(self, reply: OutboundMessage | None) -> None:
+        """Wake the reply's channel (after the settling transaction committed)."""
+        if reply is not None:
+            self._outbound_signals.set(reply.delivery.channel)
+        self._inbound_signal.set()  # the session is idle again: its next message may go
 
     async def settle(
         self, message_id: str, *, owner: str, reply: OutboundMessage | None, failed: bool = False
     ) -> bool:
-        now = self._clock()
-        async with self._store.write() as s:
-            res = await s.exec(
-                update(InboundRow)
-                .where(
-                    col(InboundRow.id) == message_id,
-                    col(InboundRow.status) == "claimed",
-                    col(InboundRow.lease_owner) == owner,
-                )
-                .values(
-                    status="failed" if failed else "done",
-                    finished_at=now,
-                    lease_owner=None,
-                    lease_until=None,
-                )
-            )
-            kept = res.rowcount == 1
-            if reply is not None:
-                await s.exec(
-                    insert_ignore(
-                        self._store.dialect,
-                        OutboundRow,
-                        {
-                            "id": reply.id,
-                            "inbound_id": reply.inbound_id,
-                            "session_key": reply.session_key,
-                            "channel": reply.delivery.channel,
-                            "payload": reply.model_dump_json(),
-                            "status": "pending",
-                            "attempts": 0,
-                            "next_attempt_at": now,
-                            "created_at": now,
-                        },
-                    )
-                )
-        if reply is not None:
-            self._outbound_signals.set(reply.delivery.channel)
+        kept = await self._store.transact(
+            lambda conn: self.settle_in(conn, message_id, owner=owner, reply=reply, failed=failed)
+        )
+        self.notify_reply(reply)
         if not kept:
             log.warning("settled without a lease message_id=%s owner=%s", message_id, owner)
         return kept
@@ -211,55 +255,57 @@ class SqlBus:
     async def renew(self, message_ids: Sequence[str], *, owner: str, lease_seconds: float) -> None:
         if not message_ids:
             return
-        async with self._store.write() as s:
-            await s.exec(
-                update(InboundRow)
+        until = self._clock() + lease_seconds
+        await self._store.transact(
+            lambda conn: conn.execute(
+                update(_inbound)
                 .where(
-                    col(InboundRow.id).in_(list(message_ids)),
-                    col(InboundRow.status) == "claimed",
-                    col(InboundRow.lease_owner) == owner,
+                    _inbound.c.id.in_(list(message_ids)),
+                    _inbound.c.status == "claimed",
+                    _inbound.c.lease_owner == owner,
                 )
-                .values(lease_until=self._clock() + lease_seconds)
+                .values(lease_until=until)
             )
+        )
 
     async def release(self, message_ids: Sequence[str], *, owner: str) -> None:
         if not message_ids:
             return
-        async with self._store.write() as s:
-            await s.exec(
-                update(InboundRow)
+        await self._store.transact(
+            lambda conn: conn.execute(
+                update(_inbound)
                 .where(
-                    col(InboundRow.id).in_(list(message_ids)),
-                    col(InboundRow.status) == "claimed",
-                    col(InboundRow.lease_owner) == owner,
+                    _inbound.c.id.in_(list(message_ids)),
+                    _inbound.c.status == "claimed",
+                    _inbound.c.lease_owner == owner,
                 )
                 .values(status="pending", lease_owner=None, lease_until=None)
             )
+        )
         self._inbound_signal.set()
 
-    async def release_dead_owners(
-        self, *, is_dead: Callable[[str], bool] = owner_is_dead
-    ) -> int:
+    async def release_dead_owners(self, *, is_dead: Callable[[str], bool] = owner_is_dead) -> int:
         """Make messages leased by dead processes on this host claimable at once."""
-        async with self._store.write() as s:
-            owners = (
-                await s.exec(
-                    select(InboundRow.lease_owner)
-                    .where(col(InboundRow.status) == "claimed")
-                    .distinct()
-                )
+
+        def job(conn: Connection) -> tuple[int, list[str]]:
+            owners = conn.execute(
+                select(_inbound.c.lease_owner).where(_inbound.c.status == "claimed").distinct()
             ).all()
             dead = [o for (o,) in owners if o and is_dead(o)]
             if not dead:
-                return 0
-            res = await s.exec(
-                update(InboundRow)
-                .where(col(InboundRow.status) == "claimed", col(InboundRow.lease_owner).in_(dead))
+                return 0, []
+            res = conn.execute(
+                update(_inbound)
+                .where(_inbound.c.status == "claimed", _inbound.c.lease_owner.in_(dead))
                 .values(status="pending", lease_owner=None, lease_until=None)
             )
-        log.info("released leases of dead owners count=%d owners=%s", res.rowcount, dead)
-        self._inbound_signal.set()
-        return int(res.rowcount)
+            return int(res.rowcount), dead
+
+        count, dead = await self._store.transact(job)
+        if count:
+            log.info("released leases of dead owners count=%d owners=%s", count, dead)
+            self._inbound_signal.set()
+        return count
 
     async def wait_inbound(self, timeout: float) -> None:
         await self._inbound_signal.wait(timeout)
@@ -283,29 +329,25 @@ class SqlBus:
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a in rows]
 
     async def mark_delivered(self, outbound_id: str) -> bool:
-        async with self._store.write() as s:
-            res = await s.exec(
-                update(OutboundRow)
-                .where(col(OutboundRow.id) == outbound_id, col(OutboundRow.status) == "pending")
-                .values(status="delivered", delivered_at=self._clock(), attempts=OutboundRow.attempts + 1)
-            )
-        return res.rowcount == 1
+        now = self._clock()
+        res = await self._store.transact(
+            lambda conn: conn.execute(_DELIVERED, {"outbound_id": outbound_id, "now": now}).rowcount
+        )
+        return bool(res == 1)
 
     async def mark_failed(self, outbound_id: str, *, error: str, retry_in: float | None) -> None:
-        values: dict[str, object] = {
-            "attempts": col(OutboundRow.attempts) + 1,
-            "last_error": error[:2000],
-        }
+        values: dict[str, object] = {"attempts": _outbound.c.attempts + 1, "last_error": error[:2000]}
         if retry_in is None:
             values["status"] = "failed"
         else:
             values["next_attempt_at"] = self._clock() + retry_in
-        async with self._store.write() as s:
-            await s.exec(
-                update(OutboundRow)
-                .where(col(OutboundRow.id) == outbound_id, col(OutboundRow.status) == "pending")
+        await self._store.transact(
+            lambda conn: conn.execute(
+                update(_outbound)
+                .where(_outbound.c.id == outbound_id, _outbound.c.status == "pending")
                 .values(**values)
             )
+        )
 
     async def wait_outbound(self, channel: str, timeout: float) -> None:
         await self._outbound_signals.wait(channel, timeout)

@@ -21,6 +21,7 @@ from core.providers.base import (
     Usage,
 )
 from core.providers.config import DEFAULT_BASE_URLS, ProviderConfig
+from core.providers.http import make_client, split_credentials
 from core.providers.retry import (
     RetryPolicy,
     StatusFailure,
@@ -66,7 +67,8 @@ class OpenAIProvider:
             )
         self._config = config
         self._model = model
-        self._url = f"{base_url}/chat/completions"
+        url, basic_auth = split_credentials(f"{base_url}/chat/completions")
+        self._url = url
         self._retry = RetryPolicy.from_config(config, base_url=base_url)
         self._timeout = httpx.Timeout(
             connect=config.timeout_connect,
@@ -75,10 +77,12 @@ class OpenAIProvider:
             pool=config.timeout_connect,
         )
         self._headers = {"Accept": "application/json"}
+        if basic_auth is not None:
+            self._headers["Authorization"] = basic_auth
         if config.api_key is not None:
             self._headers["Authorization"] = f"Bearer {config.api_key.get_secret_value()}"
         self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient(timeout=self._timeout)
+        self._client = client if client is not None else make_client(self._timeout)
 
     def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one call: text deltas, then one :class:`Completion`.

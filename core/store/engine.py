@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
@@ -17,6 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from core.errors import StoreError
 from core.store.config import StoreConfig
 from core.store.migrate import upgrade_to_head
+from core.store.writer import Job, SqliteWriter, T, make_transactional
 
 __all__ = ["Store"]
 
@@ -38,6 +39,7 @@ class Store:
         self._engine: AsyncEngine | None = None
         self._sessions: async_sessionmaker[AsyncSession] | None = None
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        self._writer: SqliteWriter | None = None
 
     @property
     def is_sqlite(self) -> bool:
@@ -57,20 +59,7 @@ class Store:
             kwargs["pool_pre_ping"] = True
         engine = create_async_engine(self.url, **kwargs)
         if self.is_sqlite:
-            busy = self.config.busy_timeout_ms
-
-            @event.listens_for(engine.sync_engine, "connect")
-            def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-                cur = dbapi_conn.cursor()
-                for pragma in (
-                    "journal_mode=WAL",
-                    f"busy_timeout={busy}",
-                    "foreign_keys=ON",
-                    "synchronous=NORMAL",
-                ):
-                    cur.execute(f"PRAGMA {pragma}")
-                cur.close()
-
+            _sqlite_pragmas(engine.sync_engine, self.config.busy_timeout_ms)
         self._engine = engine
         self._sessions = async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
         if migrate:
@@ -79,9 +68,29 @@ class Store:
                     await conn.run_sync(upgrade_to_head)
             except SQLAlchemyError as exc:
                 raise StoreError(f"cannot migrate the database: {exc}") from exc
+        if self.is_sqlite and self._write_lock is not None:
+            sync_engine = create_engine(make_url(self.url).set(drivername="sqlite"))
+            _sqlite_pragmas(sync_engine, self.config.busy_timeout_ms)
+            make_transactional(sync_engine)
+            self._writer = SqliteWriter(engine=sync_engine, lock=self._write_lock)
+            self._writer.start()
         log.info("store open dialect=%s", self.dialect)
 
+    async def transact(self, job: Job[T]) -> T:
+        """Run ``job(connection)`` in a write transaction and return its result.
+
+        The hot path writes this way: on SQLite jobs are group-committed by one writer
+        thread; on PostgreSQL each job is its own transaction on the async engine.
+        """
+        if self._writer is not None:
+            return await self._writer.submit(job)
+        async with self.engine.begin() as conn:
+            return await conn.run_sync(job)
+
     async def close(self) -> None:
+        if self._writer is not None:
+            await self._writer.close()
+            self._writer = None
         if self._engine is not None:
             await self._engine.dispose()
             self._engine = None
@@ -105,3 +114,17 @@ class Store:
             return
         async with self._write_lock, self._sessions() as session, session.begin():
             yield session
+
+
+def _sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        for pragma in (
+            "journal_mode=WAL",
+            f"busy_timeout={busy_timeout_ms}",
+            "foreign_keys=ON",
+            "synchronous=NORMAL",
+        ):
+            cur.execute(f"PRAGMA {pragma}")
+        cur.close()

@@ -11,6 +11,7 @@ __all__ = [
     "HistoryRow",
     "InboundRow",
     "OutboundRow",
+    "ScheduleRow",
     "SessionRow",
 ]
 
@@ -114,3 +115,34 @@ class DedupeRow(SQLModel, table=True):
     key: str = Field(primary_key=True, max_length=512)
     message_id: str = Field(max_length=64)
     created_at: float = Field(index=True)
+
+
+class ScheduleRow(SQLModel, table=True):
+    """A scheduled prompt (shown to users as ``#id``); the scheduler re-registers it at start.
+
+    ``anchor`` is the creation time: /every runs fall on anchor + k * interval.
+    ``running_message_id`` is the inbound id of the latest firing, so a firing whose
+    previous message is still queued or running is skipped instead of stacking.
+    """
+
+    __tablename__ = "schedules"
+    __table_args__ = (Index("ix_schedules_session_status", "session_key", "status"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_key: str = Field(max_length=512)
+    channel: str = Field(max_length=64)
+    delivery: str = Field(sa_column=Column(Text, nullable=False))
+    """The Delivery (JSON) of the message that created it: replies go back there."""
+    kind: str = Field(max_length=16)
+    spec: str = Field(max_length=256)
+    timezone: str = Field(max_length=64)
+    prompt: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: float
+    anchor: float
+    next_run_at: float | None = None
+    last_run_at: float | None = None
+    run_count: int = 0
+    status: str = Field(default="active", max_length=16, index=True)
+    """active, done (a one-shot that ran or was missed) or cancelled."""
+    last_firing_id: str | None = Field(default=None, max_length=128)
+    running_message_id: str | None = Field(default=None, max_length=64)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
 
+from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
-from sqlmodel import SQLModel
 
 __all__ = ["insert_ignore"]
 
 
-def insert_ignore(dialect: str, model: type[SQLModel], values: dict[str, Any]) -> Insert:
-    """``INSERT ... ON CONFLICT DO NOTHING`` for SQLite and PostgreSQL."""
-    table = model.__table__  # type: ignore[attr-defined]
+@cache
+def insert_ignore(dialect: str, table: Table) -> Insert:
+    """A reusable ``INSERT ... ON CONFLICT DO NOTHING``; pass the row as parameters.
+
+    Built once per table: SQLAlchemy memoises the statement's cache key on the object,
+    which keeps the hot path free of statement construction and compilation.
+    """
     if dialect == "postgresql":
-        return postgresql.insert(table).values(**values).on_conflict_do_nothing()
-    return sqlite.insert(table).values(**values).on_conflict_do_nothing()
+        return postgresql.insert(table).on_conflict_do_nothing()
+    return sqlite.insert(table).on_conflict_do_nothing()

@@ -1,0 +1,878 @@
+"""ScheduleService: scheduled prompts on APScheduler 3, with our schedule rows as the truth."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from typing import Any, Literal
+
+import tzlocal
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    JobEvent,
+    JobExecutionEvent,
+)
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.memory import MemoryJobStore
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.date import DateTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy import Connection, Table, insert, or_, update
+from sqlalchemy import select as sa_select
+from sqlmodel import col, select
+
+from core.bus.sql import SqlBus
+from core.errors import CommandError
+from core.events import Event, EventLog, EventType
+from core.messages import Delivery, InboundMessage, utcnow
+from core.schedule_spec import (
+    MAX_INTERVAL,
+    MIN_INTERVAL,
+    ScheduleSpec,
+    describe,
+    format_duration,
+    next_run_after,
+    parse_duration,
+    validate_spec,
+)
+from core.store.engine import Store
+from core.store.models import InboundRow, ScheduleRow
+
+__all__ = [
+    "HeartbeatConfig",
+    "ScheduleInfo",
+    "ScheduleService",
+    "ScheduleTarget",
+    "SchedulerConfig",
+    "fire_schedule",
+    "firing_id_for",
+    "firing_message_id",
+    "last_delivery",
+    "parse_active_hours",
+    "target_for_session",
+]
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+_ACTIVE_HOURS_RE = re.compile(r"(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})")
+_RETRY_AFTER_ERROR = 30.0
+"""Seconds before a schedule whose firing raised is looked at again."""
+_IN_CHUNK = 500
+_schedules: Table = ScheduleRow.__table__  # type: ignore[attr-defined]
+_RUNNING: dict[str, ScheduleService] = {}
+"""Started services by name: APScheduler jobs hold a plain callable, not the service."""
+
+
+def parse_active_hours(text: str) -> tuple[time, time]:
+    """Read ``HH:MM-HH:MM`` (end exclusive; ``24:00`` ends at midnight; may wrap midnight).
+
+    Raises:
+        ValueError: the text is not two times or the range is empty.
+    """
+    match = _ACTIVE_HOURS_RE.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"active_hours must look like 08:00-22:00, not {text!r}")
+    h1, m1, h2, m2 = (int(g) for g in match.groups())
+    if h1 > 23 or m1 > 59 or h2 > 24 or m2 > 59 or (h2 == 24 and m2 != 0):
+        raise ValueError(f"active_hours has an invalid time: {text!r}")
+    start, end = time(h1, m1), time(0, 0) if h2 == 24 else time(h2, m2)
+    if start == end and h2 != 24:
+        raise ValueError(f"active_hours is an empty range: {text!r}")
+    return start, end
+
+
+class HeartbeatConfig(BaseModel):
+    """The optional periodic check-in driven by ``<workspace>/HEARTBEAT.md``.
+
+    Attributes:
+        every: interval like ``30m``; None (default) turns the heartbeat off.
+        active_hours: ``HH:MM-HH:MM`` in the scheduler timezone; outside it no check-in
+            happens. None means all day.
+        session: the session key the check-ins run in (its own, so its context stays small).
+        deliver_to: session key whose chat receives replies other than ``HEARTBEAT_OK``
+            (e.g. ``cli:default`` or ``slack:T1:C1``): they go to the channel, chat and
+            thread of that session's latest user message. None keeps them only in the
+            heartbeat session's history and the log.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    every: str | None = None
+    active_hours: str | None = None
+    session: str = Field(default="heartbeat:main", min_length=1, max_length=512)
+    deliver_to: str | None = Field(default=None, min_length=1, max_length=512)
+
+    @field_validator("every")
+    @classmethod
+    def _interval(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            seconds = parse_duration(value)
+        except CommandError as exc:
+            raise ValueError(str(exc)) from None
+        if not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
+            raise ValueError(
+                f"must be between {format_duration(MIN_INTERVAL)} and"
+                f" {format_duration(MAX_INTERVAL)}, not {value!r}"
+            )
+        return format_duration(seconds)
+
+    @field_validator("active_hours")
+    @classmethod
+    def _hours(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_active_hours(value)
+        return value
+
+
+class SchedulerConfig(BaseModel):
+    """The ``[scheduler]`` section.
+
+    Attributes:
+        timezone: IANA zone for schedules that name none and for active hours; None uses
+            the host's local zone.
+        misfire_grace: seconds a run may be late (daemon down, loop stalled) and still
+            fire once; later runs are skipped, and the event log says so.
+        heartbeat: the optional check-in.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    timezone: str | None = None
+    misfire_grace: float = Field(default=300.0, ge=0)
+    heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:  # the same check (and message) as a schedule's tz=
+            validate_spec("every", "1m", "x", tz=value, now=utcnow(), default_tz="UTC")
+        except CommandError as exc:
+            raise ValueError(str(exc)) from None
+        return value.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleTarget:
+    """Where a schedule runs: its session, and the chat/thread its replies go to."""
+
+    session_key: str
+    delivery: Delivery
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleInfo:
+    """A stored schedule, as commands, the tool and the control API show it."""
+
+    id: int
+    session_key: str
+    delivery: Delivery
+    spec: ScheduleSpec
+    status: str
+    created_at: float
+    next_run_at: float | None
+    last_run_at: float | None
+    run_count: int
+
+    @property
+    def next_run(self) -> datetime | None:
+        return _dt(self.next_run_at)
+
+    def describe(self) -> str:
+        """``#3 every 5m — next run 2026-11-22 10:05 UTC — "check the build"``."""
+        return (
+            f"#{self.id} {describe(self.spec, self.next_run if self.status == 'active' else None)}"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """The control API's shape (times as ISO-8601 UTC, or null)."""
+        last = _dt(self.last_run_at)
+        return {
+            "id": self.id,
+            "session": self.session_key,
+            "kind": self.spec.kind,
+            "spec": self.spec.spec,
+            "timezone": self.spec.timezone,
+            "prompt": self.spec.prompt,
+            "next_run": None if self.next_run is None else self.next_run.isoformat(),
+            "last_run": None if last is None else last.isoformat(),
+            "run_count": self.run_count,
+            "status": self.status,
+        }
+
+
+def firing_id_for(schedule_id: int, due: datetime) -> str:
+    """The firing id of the run of ``schedule_id`` due at ``due`` (the bus dedupes on it)."""
+    return f"schedule:{schedule_id}:{due.astimezone(UTC).isoformat()}"
+
+
+def firing_message_id(firing_id: str) -> str:
+    """The inbound message id of a firing: derived from it, so a re-publish is a duplicate."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"familiar:{firing_id}").hex
+
+
+async def fire_schedule(schedule_id: int, service: str = "default") -> None:
+    """The one APScheduler job callable: fires ``schedule_id`` on the running service."""
+    running = _RUNNING.get(service)
+    if running is None:
+        log.warning("schedule fired with no running service schedule_id=%d", schedule_id)
+        return
+    await running.fire(schedule_id)
+
+
+async def last_delivery(store: Store, session_key: str) -> Delivery | None:
+    """The delivery of the latest user message of ``session_key``, if there is one."""
+    query = (
+        select(InboundRow.payload)
+        .where(col(InboundRow.session_key) == session_key)
+        .order_by(col(InboundRow.seq).desc())
+        .limit(20)
+    )
+    async with store.read() as s:
+        payloads = (await s.exec(query)).all()
+    for payload in payloads:
+        message = InboundMessage.model_validate_json(payload)
+        if message.origin == "user":
+            return message.delivery
+    return None
+
+
+async def target_for_session(store: Store, session_key: str) -> ScheduleTarget:
+    """A target for a session named from outside (control API, heartbeat ``deliver_to``).
+
+    Replies go where the session's latest user message came from; a session without one
+    gets ``channel`` = the key's prefix and ``chat_id`` = the rest (``cli:NAME`` -> cli, NAME).
+    """
+    delivery = await last_delivery(store, session_key)
+    if delivery is None:
+        channel, _, chat = session_key.partition(":")
+        delivery = Delivery(channel=channel, chat_id=chat)
+    return ScheduleTarget(session_key, delivery)
+
+
+class ScheduleService:
+    """Creates, lists, cancels and fires schedules; APScheduler only keeps the time.
+
+    Each active row is one in-memory APScheduler job (a DateTrigger at the row's
+    ``next_run_at``) that calls :func:`fire_schedule`; a firing first records the next
+    run, then publishes the prompt, then re-arms the job. Run exactly one started
+    service per database (with several processes, only the scheduler role starts it).
+
+    Args:
+        config: the ``[scheduler]`` section.
+        store: the open store.
+        bus: where firings are published.
+        events: the session event log.
+        clock: aware "now" (injected by tests).
+        name: key in the module registry :func:`fire_schedule` resolves.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: SchedulerConfig,
+        store: Store,
+        bus: SqlBus,
+        events: EventLog,
+        clock: Clock = utcnow,
+        name: str = "default",
+    ) -> None:
+        self.config = config
+        self._store = store
+        self._bus = bus
+        self._events = events
+        self._clock = clock
+        self.name = name
+        self.default_timezone = config.timezone or _host_zone()
+        self._scheduler: AsyncIOScheduler | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def now(self) -> datetime:
+        """The service's current time (aware UTC)."""
+        return self._clock().astimezone(UTC)
+
+    @property
+    def running(self) -> bool:
+        return self._scheduler is not None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load active rows, fire or skip runs missed while down, arm the rest."""
+        if self._scheduler is not None:
+            return
+        if _RUNNING.get(self.name) is not None:
+            raise RuntimeError(f"a ScheduleService named {self.name!r} is already running")
+        self._scheduler = AsyncIOScheduler(
+            jobstores={"default": MemoryJobStore()},
+            job_defaults={
+                "coalesce": True,
+                "max_instances": 1,
+                "misfire_grace_time": max(1, int(self.config.misfire_grace)),
+            },
+            timezone=UTC,
+        )
+        self._scheduler.add_listener(
+            self._on_job_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES
+        )
+        _RUNNING[self.name] = self
+        try:
+            await self._load()
+        except BaseException:
+            scheduler, self._scheduler = self._scheduler, None
+            _RUNNING.pop(self.name, None)
+            if scheduler.running:
+                scheduler.shutdown(wait=False)
+            raise
+
+    async def _load(self) -> None:
+        assert self._scheduler is not None
+        now = self.now()
+        await self._recover_unpublished(now)
+        query = (
+            sa_select(_schedules.c.id, _schedules.c.next_run_at)
+            .where(_schedules.c.status == "active")
+            .order_by(_schedules.c.id)
+        )
+        async with self._store.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        late = []
+        for schedule_id, next_run_at in rows:
+            if next_run_at is not None and next_run_at > now.timestamp():
+                self._arm(schedule_id, next_run_at)
+            else:
+                late.append(schedule_id)
+        self._scheduler.start()
+        for schedule_id in late:
+            async with self._store.read() as s:
+                row = await s.get(ScheduleRow, schedule_id)
+            if row is not None and row.status == "active":
+                await self._catch_up(row, now)
+        log.info(
+            "scheduler started schedules=%d late=%d timezone=%s",
+            len(rows),
+            len(late),
+            self.default_timezone,
+        )
+
+    async def stop(self) -> None:
+        """Stop the timer; firings already running finish on their own."""
+        scheduler, self._scheduler = self._scheduler, None
+        if scheduler is None:
+            return
+        _RUNNING.pop(self.name, None)
+        scheduler.shutdown(wait=False)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.sleep(0)  # AsyncIOScheduler shuts down on the next loop iteration
+        log.info("scheduler stopped")
+
+    def add_interval_job(
+        self, name: str, func: Callable[[], Awaitable[object]], *, seconds: float
+    ) -> None:
+        """Run an internal coroutine function every ``seconds`` (e.g. the heartbeat)."""
+        if self._scheduler is None:
+            raise RuntimeError("start the ScheduleService first")
+        self._scheduler.add_job(
+            func,
+            IntervalTrigger(seconds=seconds, timezone=UTC),
+            id=f"internal:{name}",
+            name=name,
+            replace_existing=True,
+        )
+
+    # -- the API -------------------------------------------------------------------------
+
+    async def create(
+        self,
+        origin: InboundMessage | ScheduleTarget,
+        spec: ScheduleSpec,
+        *,
+        message_id: str | None = None,
+    ) -> ScheduleInfo:
+        """Store a validated schedule for the origin's session and arm it.
+
+        Args:
+            origin: the message that asked for it (replies go to its chat and thread),
+                or an explicit target.
+            spec: from :func:`core.schedule_spec.parse_command` or ``validate_spec``.
+            message_id: the inbound message that asked (for the event log); defaults to
+                ``origin``'s id when it is a message.
+
+        Returns:
+            The new schedule (its ``id`` is shown to users as ``#id``).
+        """
+        target = (
+            ScheduleTarget(origin.session_key, origin.delivery)
+            if isinstance(origin, InboundMessage)
+            else origin
+        )
+        now = self.now()
+        anchor = _creation_anchor(spec, now)
+        first = next_run_after(spec, now, anchor=anchor) if spec.kind == "cron" else spec.run_at
+        values: dict[str, Any] = {
+            "session_key": target.session_key,
+            "channel": target.delivery.channel,
+            "delivery": target.delivery.model_dump_json(),
+            "kind": spec.kind,
+            "spec": spec.spec,
+            "timezone": spec.timezone,
+            "prompt": spec.prompt,
+            "created_at": now.timestamp(),
+            "anchor": anchor.timestamp(),
+            "next_run_at": None if first is None else first.timestamp(),
+            "last_run_at": None,
+            "run_count": 0,
+            "status": "active" if first is not None else "done",
+            "last_firing_id": None,
+            "running_message_id": None,
+        }
+        if message_id is None and isinstance(origin, InboundMessage):
+            message_id = origin.id
+
+        def job(conn: Connection) -> ScheduleInfo:
+            inserted = conn.execute(insert(_schedules).values(**values)).inserted_primary_key
+            if inserted is None:
+                raise RuntimeError("the database returned no id for the new schedule")
+            info = _info({**values, "id": int(inserted[0])})
+            event = Event(
+                target.session_key, EventType.SCHEDULE_CREATED, message_id, _event_data(info)
+            )
+            EventLog.add_in(conn, [event])
+            return info
+
+        info = await self._store.transact(job)
+        if info.next_run_at is not None:
+            self._arm(info.id, info.next_run_at)
+        log.info("schedule created id=%d session=%s %s", info.id, info.session_key, info.describe())
+        return info
+
+    async def target_for(self, session_key: str) -> ScheduleTarget:
+        """A target for a session named from outside (see :func:`target_for_session`)."""
+        return await target_for_session(self._store, session_key)
+
+    async def get(self, schedule_id: int) -> ScheduleInfo | None:
+        """One schedule in any status, or None."""
+        async with self._store.read() as s:
+            row = await s.get(ScheduleRow, schedule_id)
+        return None if row is None else _info(row.model_dump())
+
+    async def list(self, session_key: str | None = None) -> list[ScheduleInfo]:
+        """Active schedules, oldest first; only ``session_key``'s when given."""
+        query = sa_select(_schedules).where(_schedules.c.status == "active")
+        if session_key is not None:
+            query = query.where(_schedules.c.session_key == session_key)
+        async with self._store.engine.connect() as conn:
+            rows = (await conn.execute(query.order_by(_schedules.c.id))).mappings().all()
+        return [_info(r) for r in rows]
+
+    async def cancel(
+        self, schedule_id: int, session_key: str | None = None, *, message_id: str | None = None
+    ) -> ScheduleInfo | None:
+        """Cancel an active schedule (only if it belongs to ``session_key``, when given).
+
+        Returns:
+            The cancelled schedule, or None when there is no such active schedule.
+        """
+        conditions = [_schedules.c.id == schedule_id, _schedules.c.status == "active"]
+        if session_key is not None:
+            conditions.append(_schedules.c.session_key == session_key)
+
+        def job(conn: Connection) -> ScheduleInfo | None:
+            found = (
+                conn.execute(
+                    update(_schedules)
+                    .where(*conditions)
+                    .values(status="cancelled")
+                    .returning(*_schedules.c)
+                )
+                .mappings()
+                .first()
+            )
+            if found is None:
+                return None
+            info = _info(found)
+            event = Event(
+                info.session_key, EventType.SCHEDULE_CANCELLED, message_id, _event_data(info)
+            )
+            EventLog.add_in(conn, [event])
+            return info
+
+        info = await self._store.transact(job)
+        if info is None:
+            return None
+        self._disarm(schedule_id)
+        log.info("schedule cancelled id=%d session=%s", schedule_id, info.session_key)
+        return info
+
+    # -- firing --------------------------------------------------------------------------
+
+    async def fire(self, schedule_id: int) -> str | None:
+        """Fire a due schedule: record the next run, then publish its prompt.
+
+        What APScheduler calls (through :func:`fire_schedule`); tests call it directly with
+        an injected clock. Not-yet-due, finished and cancelled schedules are left alone, and
+        a firing whose previous message is still queued or running is skipped.
+
+        Returns:
+            The id of the published inbound message, or None when nothing was published.
+        """
+        now = self.now()
+        async with self._store.read() as s:
+            row = await s.get(ScheduleRow, schedule_id)
+        if row is None or row.status != "active" or row.next_run_at is None:
+            self._disarm(schedule_id)
+            return None
+        if row.next_run_at > now.timestamp() + 1.0:
+            self._arm(schedule_id, row.next_run_at)  # the row is the truth, not the job
+            return None
+        previous = await self._message_status(row.running_message_id)
+        if previous in ("pending", "claimed"):
+            await self._skip(row, now, reason="previous firing still queued or running")
+            return None
+        return await self._fire_row(row, now, late_by=now.timestamp() - row.next_run_at)
+
+    async def _fire_row(self, row: ScheduleRow, now: datetime, *, late_by: float) -> str | None:
+        schedule_id, due = _id(row), row.next_run_at
+        assert due is not None
+        spec = _spec_of(row.model_dump())
+        due_at = datetime.fromtimestamp(due, UTC)
+        missed = _count_missed(spec, due_at, now, anchor=_dt(row.anchor))
+        nxt = next_run_after(spec, max(now, due_at), anchor=_dt(row.anchor))
+        firing_id = firing_id_for(schedule_id, due_at)
+        message_id = firing_message_id(firing_id)
+        data: dict[str, Any] = {
+            "schedule_id": schedule_id,
+            "firing_id": firing_id,
+            "due": due_at.isoformat(),
+            "next_run": None if nxt is None else nxt.isoformat(),
+        }
+        if late_by > 1.0:
+            data["late_s"] = round(late_by, 3)
+        if missed > 1:
+            data["coalesced_runs"] = missed
+        values = {
+            "next_run_at": None if nxt is None else nxt.timestamp(),
+            "last_run_at": now.timestamp(),
+            "run_count": _schedules.c.run_count + 1,
+            "last_firing_id": firing_id,
+            "running_message_id": message_id,
+            "status": "active" if nxt is not None else "done",
+        }
+        event = Event(row.session_key, EventType.SCHEDULE_FIRED, message_id, data)
+        recorded = await self._store.transact(
+            lambda conn: _advance(conn, schedule_id, due, values, event)
+        )
+        if not recorded:
+            log.info("schedule changed meanwhile; not firing id=%d", schedule_id)
+            return None
+        if nxt is not None:
+            self._arm(schedule_id, nxt.timestamp())
+        published = await self._publish(row, firing_id, message_id)
+        log.info(
+            "schedule fired id=%d session=%s message_id=%s next_run=%s duplicate=%s",
+            schedule_id,
+            row.session_key,
+            published,
+            data["next_run"],
+            published != message_id,
+        )
+        return message_id
+
+    async def _publish(self, row: ScheduleRow, firing_id: str, message_id: str) -> str:
+        message = InboundMessage(
+            id=message_id,
+            session_key=row.session_key,
+            text=row.prompt,
+            delivery=Delivery.model_validate_json(row.delivery),
+            sender=f"schedule #{row.id}",
+            origin="schedule",
+            event_id=firing_id,
+            schedule_id=row.id,
+        )
+        result = await self._bus.publish_inbound(message)
+        return result.message_id
+
+    async def _skip(self, row: ScheduleRow, now: datetime, *, reason: str) -> None:
+        """Advance past a run that will not fire, and say so in the event log."""
+        schedule_id, due = _id(row), row.next_run_at
+        assert due is not None
+        spec = _spec_of(row.model_dump())
+        due_at = datetime.fromtimestamp(due, UTC)
+        nxt = next_run_after(spec, max(now, due_at), anchor=_dt(row.anchor))
+        data: dict[str, Any] = {
+            "schedule_id": schedule_id,
+            "due": due_at.isoformat(),
+            "reason": reason,
+            "skipped_runs": _count_missed(spec, due_at, now, anchor=_dt(row.anchor)),
+            "next_run": None if nxt is None else nxt.isoformat(),
+        }
+        values = {
+            "next_run_at": None if nxt is None else nxt.timestamp(),
+            "status": "active" if nxt is not None else "done",
+        }
+        event = Event(row.session_key, EventType.SCHEDULE_MISSED, row.running_message_id, data)
+        if not await self._store.transact(
+            lambda conn: _advance(conn, schedule_id, due, values, event)
+        ):
+            return
+        log.warning(
+            "schedule run skipped id=%d due=%s reason=%s next_run=%s",
+            schedule_id,
+            data["due"],
+            reason,
+            data["next_run"],
+        )
+        if nxt is not None:
+            self._arm(schedule_id, nxt.timestamp())
+
+    async def _catch_up(self, row: ScheduleRow, now: datetime) -> None:
+        """A run that came due while the service was down: fire once within grace, else skip."""
+        due = row.next_run_at
+        if due is None:  # an active row without a next run cannot fire again
+            await self._finish(row)
+            return
+        late_by = now.timestamp() - due
+        if late_by > self.config.misfire_grace:
+            grace = format_duration(int(self.config.misfire_grace))
+            await self._skip(row, now, reason=f"missed by {late_by:.0f}s (grace {grace})")
+            return
+        if await self._message_status(row.running_message_id) in ("pending", "claimed"):
+            await self._skip(row, now, reason="previous firing still queued or running")
+            return
+        await self._fire_row(row, now, late_by=late_by)
+
+    async def _finish(self, row: ScheduleRow) -> None:
+        await self._store.transact(
+            lambda conn: conn.execute(
+                update(_schedules)
+                .where(_schedules.c.id == row.id, _schedules.c.status == "active")
+                .values(status="done")
+            )
+        )
+
+    async def _recover_unpublished(self, now: datetime) -> None:
+        """Publish recent firings that were recorded but not published (a crash in between)."""
+        since = now.timestamp() - self.config.misfire_grace
+        async with self._store.read() as s:
+            rows = (
+                await s.exec(
+                    select(ScheduleRow).where(
+                        col(ScheduleRow.last_run_at) >= since,
+                        col(ScheduleRow.running_message_id).is_not(None),
+                        or_(col(ScheduleRow.status) == "active", col(ScheduleRow.status) == "done"),
+                    )
+                )
+            ).all()
+        known = await self._existing_messages([r.running_message_id or "" for r in rows])
+        for row in rows:
+            if row.running_message_id in known or row.last_firing_id is None:
+                continue
+            log.warning("publishing a firing lost in a crash id=%d", _id(row))
+            await self._publish(row, row.last_firing_id, row.running_message_id or "")
+
+    async def _existing_messages(self, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = list(ids[start : start + _IN_CHUNK])
+            async with self._store.read() as s:
+                rows = (
+                    await s.exec(select(InboundRow.id).where(col(InboundRow.id).in_(chunk)))
+                ).all()
+            found.update(rows)
+        return found
+
+    async def _message_status(self, message_id: str | None) -> str | None:
+        if message_id is None:
+            return None
+        async with self._store.read() as s:
+            return (
+                await s.exec(select(InboundRow.status).where(col(InboundRow.id) == message_id))
+            ).first()
+
+    # -- APScheduler plumbing ------------------------------------------------------------
+
+    def _arm(self, schedule_id: int, when: float) -> None:
+        if self._scheduler is None:
+            return
+        self._scheduler.add_job(
+            fire_schedule,
+            DateTrigger(run_date=datetime.fromtimestamp(when, UTC), timezone=UTC),
+            args=[schedule_id, self.name],
+            id=_job_id(schedule_id),
+            name=f"schedule #{schedule_id}",
+            replace_existing=True,
+        )
+
+    def _disarm(self, schedule_id: int) -> None:
+        if self._scheduler is None:
+            return
+        with contextlib.suppress(JobLookupError):
+            self._scheduler.remove_job(_job_id(schedule_id))
+
+    def _on_job_event(self, event: JobEvent) -> None:
+        schedule_id = _schedule_id_of(event.job_id)
+        if event.code == EVENT_JOB_ERROR and isinstance(event, JobExecutionEvent):
+            log.error("scheduled job failed job=%s", event.job_id, exc_info=event.exception)
+            problem: Literal["error", "missed", "busy"] = "error"
+            detail = repr(event.exception)
+        elif event.code == EVENT_JOB_MISSED:
+            log.warning("scheduled job missed its run time job=%s", event.job_id)
+            problem, detail = "missed", "run time missed (event loop stalled)"
+        else:
+            log.warning("scheduled job still running, run skipped job=%s", event.job_id)
+            problem, detail = "busy", "previous run still running"
+        if schedule_id is None or self._scheduler is None:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._recover(schedule_id, problem, detail), name=f"schedule-recover-{schedule_id}"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _recover(
+        self, schedule_id: int, problem: Literal["error", "missed", "busy"], detail: str
+    ) -> None:
+        """After a failed, missed or skipped job run, put the schedule back on its timer."""
+        try:
+            async with self._store.read() as s:
+                row = await s.get(ScheduleRow, schedule_id)
+            if row is None or row.status != "active" or row.next_run_at is None:
+                return
+            if problem == "error":
+                data = {"schedule_id": schedule_id, "error": detail}
+                await self._events.append(Event(row.session_key, EventType.ERROR, None, data))
+                # Try again later, not at once: the store may be what failed.
+                retry = self.now().timestamp() + _RETRY_AFTER_ERROR
+                self._arm(schedule_id, max(row.next_run_at, retry))
+                return
+            now = self.now()
+            if row.next_run_at > now.timestamp():
+                self._arm(schedule_id, row.next_run_at)
+            else:
+                await self._catch_up(row, now)
+        except Exception:
+            log.exception("could not re-arm schedule id=%d; retrying later", schedule_id)
+            self._arm(schedule_id, self.now().timestamp() + _RETRY_AFTER_ERROR)
+
+
+def _advance(
+    conn: Connection, schedule_id: int, due: float, values: dict[str, Any], event: Event
+) -> bool:
+    """Move a schedule on from the run due at ``due``, unless someone else already did."""
+    res = conn.execute(
+        update(_schedules)
+        .where(
+            _schedules.c.id == schedule_id,
+            _schedules.c.status == "active",
+            _schedules.c.next_run_at == due,
+        )
+        .values(**values)
+    )
+    if res.rowcount != 1:
+        return False
+    EventLog.add_in(conn, [event])
+    return True
+
+
+def _host_zone() -> str:
+    try:
+        name = tzlocal.get_localzone_name()
+    except Exception:  # no zone configured on the host: UTC is the honest default
+        return "UTC"
+    return name or "UTC"
+
+
+def _job_id(schedule_id: int) -> str:
+    return f"schedule:{schedule_id}"
+
+
+def _schedule_id_of(job_id: str) -> int | None:
+    prefix, _, number = job_id.partition(":")
+    return int(number) if prefix == "schedule" and number.isdigit() else None
+
+
+def _id(row: ScheduleRow) -> int:
+    if row.id is None:
+        raise ValueError("schedule row without id")
+    return row.id
+
+
+def _dt(timestamp: float | None) -> datetime | None:
+    return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC)
+
+
+def _creation_anchor(spec: ScheduleSpec, now: datetime) -> datetime:
+    if spec.kind in ("every", "after") and spec.run_at is not None and spec.interval_seconds:
+        return spec.run_at - timedelta(seconds=spec.interval_seconds)
+    return now
+
+
+def _spec_of(row: Mapping[Any, Any]) -> ScheduleSpec:
+    kind, text = row["kind"], row["spec"]
+    interval: int | None = None
+    run_at: datetime | None = None
+    if kind in ("every", "after"):
+        interval = parse_duration(text)
+        run_at = datetime.fromtimestamp(row["anchor"], UTC) + timedelta(seconds=interval)
+    elif kind == "at":
+        run_at = datetime.fromisoformat(text)
+    # Stored rows were validated when created: skip validating them again.
+    return ScheduleSpec.model_construct(
+        kind=kind,
+        spec=text,
+        timezone=row["timezone"],
+        interval_seconds=interval,
+        run_at=run_at,
+        prompt=row["prompt"],
+    )
+
+
+def _info(row: Mapping[Any, Any]) -> ScheduleInfo:
+    return ScheduleInfo(
+        id=int(row["id"]),
+        session_key=row["session_key"],
+        delivery=Delivery.model_validate_json(row["delivery"]),
+        spec=_spec_of(row),
+        status=row["status"],
+        created_at=row["created_at"],
+        next_run_at=row["next_run_at"],
+        last_run_at=row["last_run_at"],
+        run_count=row["run_count"],
+    )
+
+
+def _event_data(info: ScheduleInfo) -> dict[str, Any]:
+    data = info.as_json()
+    data["schedule_id"] = data.pop("id")
+    del data["session"]
+    return data
+
+
+def _count_missed(
+    spec: ScheduleSpec, due: datetime, now: datetime, *, anchor: datetime | None
+) -> int:
+    """How many runs fell between ``due`` (inclusive) and ``now`` (at least 1, capped)."""
+    if spec.kind == "every" and spec.interval_seconds:
+        return max(1, int((now - due).total_seconds() // spec.interval_seconds) + 1)
+    count, moment = 1, due
+    while count < 1000:
+        following = next_run_after(spec, moment, anchor=anchor)
+        if following is None or following > now:
+            break
+        count, moment = count + 1, following
+    return count

@@ -1,0 +1,134 @@
+"""Group commit for SQLite: one writer thread runs queued transactions back to back.
+
+Through an async driver every SQL statement is a round trip through the event loop, and
+SQLite allows one writer at a time, so under load the write lock is held across many
+loop turns. Here a write is a plain function of a sync connection; a single thread runs
+every queued function in one transaction and commits once (if one job fails, the batch
+is rolled back and each job rerun alone, so a bad job never takes others down). The
+loop pays one wake-up per batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, event
+
+__all__ = ["SqliteWriter", "Job"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Job = Callable[[Connection], T]
+
+
+@dataclass(slots=True)
+class _Queued:
+    job: Job[Any]
+    future: asyncio.Future[Any]
+
+
+def make_transactional(engine: Engine) -> None:
+    """Let SQLAlchemy (not the sqlite3 module) own BEGIN, so SAVEPOINTs work; BEGIN IMMEDIATE."""
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_begin(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class SqliteWriter:
+    """Runs write jobs in one thread, batching whatever queued up while it was busy."""
+
+    def __init__(self, *, engine: Engine, lock: asyncio.Lock, max_batch: int = 500) -> None:
+        self._engine = engine
+        self._lock = lock
+        self._max_batch = max_batch
+        self._queue: list[_Queued] = []
+        self._wake = asyncio.Event()
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="familiar-sqlite-writer")
+        self._conn: Connection | None = None
+        # The connection lives in the writer thread only.
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="familiar-sqlite-writer")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for queued in self._queue:
+            if not queued.future.done():
+                queued.future.set_exception(RuntimeError("store closed"))
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._thread, self._close_conn)
+        self._thread.shutdown(wait=True)
+
+    async def submit(self, job: Job[T]) -> T:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Queued(job, future))
+        self._wake.set()
+        return await future
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
+                async with self._lock:
+                    try:
+                        outcomes = await loop.run_in_executor(self._thread, self._run_batch, batch)
+                    except Exception as exc:  # the commit itself failed: every job failed
+                        log.exception("sqlite batch commit failed size=%d", len(batch))
+                        outcomes = [(False, exc)] * len(batch)
+                for queued, (ok, value) in zip(batch, outcomes, strict=True):
+                    if queued.future.done():
+                        continue
+                    if ok:
+                        queued.future.set_result(value)
+                    else:
+                        queued.future.set_exception(value)
+
+    def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = self._engine.connect()
+        return self._conn
+
+    def _close_conn(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._engine.dispose()
+
+    def _run_batch(self, batch: list[_Queued]) -> list[tuple[bool, Any]]:
+        """All jobs in one transaction; if one raises, each job reruns in its own.
+
+        Jobs are pure database work, so rerunning them after a rollback is safe; the
+        common case pays one BEGIN/COMMIT for the whole batch and no SAVEPOINTs.
+        """
+        conn = self._connection()
+        try:
+            with conn.begin():
+                return [(True, queued.job(conn)) for queued in batch]
+        except Exception as exc:
+            if len(batch) == 1:
+                return [(False, exc)]
+        outcomes: list[tuple[bool, Any]] = []
+        for queued in batch:
+            try:
+                with conn.begin():
+                    outcomes.append((True, queued.job(conn)))
+            except Exception as exc:
+                outcomes.append((False, exc))
+        return outcomes

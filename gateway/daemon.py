@@ -1,0 +1,472 @@
+"""The gateway daemon: composition root and lifecycle (``familiar gateway``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import importlib.metadata
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from channels.base import Channel, ChannelContext
+from channels.cli import CliChannel
+from core.app import CoreApp, build_core
+from core.delivery import DeliveryWorker
+from core.errors import ConfigError, FamiliarError
+from core.providers.base import Provider
+from core.providers.factory import build_provider
+from core.store.engine import Store
+from gateway.config import CONFIG_FILE, FamiliarConfig, default_home, load_config
+from gateway.control import ControlServer, ControlState, build_control_app, mask_url
+from gateway.init import RUN_DIR, init_home
+from gateway.logging_setup import LogConfig, setup_logging
+from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
+from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
+from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
+
+__all__ = [
+    "CHANNELS_GROUP",
+    "EX_CONFIG",
+    "LOCK_FILE",
+    "SOCKET_FILE",
+    "GatewayLocked",
+    "load_channels",
+    "main",
+    "run_gateway",
+    "serve",
+]
+
+# Named by the module spec so that ``python -m gateway.daemon`` logs as gateway.daemon too.
+log = logging.getLogger(__spec__.name if __spec__ is not None else __name__)
+
+EX_CONFIG = 78
+"""Exit status for bad configuration (sysexits.h EX_CONFIG)."""
+CHANNELS_GROUP = "familiar.channels"
+LOCK_FILE = "gateway.lock"
+SOCKET_FILE = "gateway.sock"
+_DRAIN_SECONDS = 2.0
+
+
+class GatewayLocked(FamiliarError):
+    """Another gateway holds the lock of this home."""
+
+
+class _Lock:
+    """An exclusive ``flock`` on ``<home>/run/gateway.lock`` holding our pid."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self, home: Path) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise GatewayLocked(
+                f"another familiar gateway (pid {pid}) is already running on {home}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
+def run_gateway(home: Path) -> int:
+    """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status.
+
+    0 after a clean stop, 78 (EX_CONFIG) for bad configuration, 1 for other failures
+    to start (another gateway on this home, unreachable store...).
+    """
+    return asyncio.run(serve(home))
+
+
+async def serve(
+    home: Path,
+    *,
+    stop: asyncio.Event | None = None,
+    env: Mapping[str, str] | None = None,
+    ollama_url: str = OLLAMA_URL,
+    config_overrides: Mapping[str, Any] | None = None,
+) -> int:
+    """Start every part of the gateway, serve until stopped, shut down gracefully.
+
+    Args:
+        home: the familiar home; a missing ``config.toml`` is written with defaults.
+        stop: set it to stop the gateway. When None, SIGTERM and SIGINT stop it
+            (signal handlers are only installed then).
+        env: the environment for provider auto-detection (default ``os.environ``).
+        ollama_url: where to look for a local Ollama when auto-detecting.
+        config_overrides: settings that win over config.toml and the environment,
+            by section (e.g. ``{"http": {"port": 0}}``).
+
+    Returns:
+        The process exit status (see `run_gateway`).
+    """
+    home = await asyncio.to_thread(_absolute, home)
+    setup_logging(LogConfig())
+    try:
+        if not (home / CONFIG_FILE).exists():
+            for line in await asyncio.to_thread(init_home, home):
+                log.info("first start: %s", line)
+        config = await asyncio.to_thread(load_config, home, **(config_overrides or {}))
+    except ConfigError as exc:
+        print(f"familiar: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    except OSError as exc:
+        print(f"familiar: cannot prepare {home}: {exc}", file=sys.stderr)
+        return 1
+    setup_logging(config.log)
+    lock = _Lock(home / RUN_DIR / LOCK_FILE)
+    try:
+        await asyncio.to_thread(_make_run_dir, home / RUN_DIR)
+        await asyncio.to_thread(lock.acquire, home)
+    except (GatewayLocked, OSError) as exc:
+        print(f"familiar: {exc}", file=sys.stderr)
+        return 1
+    try:
+        gateway = _Gateway(
+            home=home,
+            config=config,
+            env=os.environ if env is None else env,
+            ollama_url=ollama_url,
+        )
+        return await gateway.run(stop)
+    finally:
+        await asyncio.to_thread(lock.release)
+
+
+def _absolute(home: Path) -> Path:
+    return home.expanduser().absolute()
+
+
+def _make_run_dir(run: Path) -> None:
+    run.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(run, 0o700)
+
+
+def load_channels(
+    tables: Mapping[str, Any], entry_points: Iterable[importlib.metadata.EntryPoint]
+) -> list[Channel]:
+    """Build the plugin channels whose ``[channels.<name>]`` table says ``enabled = true``.
+
+    Each entry point of the ``familiar.channels`` group resolves to a ChannelFactory,
+    called with the channel's table (without ``enabled``). The built-in ``cli``
+    channel is not loaded here.
+
+    Raises:
+        ConfigError: a channel is enabled but not installed, cannot be imported, rejects
+            its config, or is not a Channel (the message names the channel).
+    """
+    enabled: dict[str, dict[str, Any]] = {}
+    for name, table in tables.items():
+        settings = table.model_dump() if isinstance(table, BaseModel) else dict(table or {})
+        if settings.pop("enabled", False) is True and name != "cli":
+            enabled[name] = settings
+    found = {ep.name: ep for ep in entry_points if ep.name in enabled}
+    channels: list[Channel] = []
+    for name, settings in enabled.items():
+        key = f"channels.{name}"
+        ep = found.get(name)
+        if ep is None:
+            raise ConfigError(
+                f"channel {name!r} is enabled but no package provides it "
+                f"(no {CHANNELS_GROUP!r} entry point named {name!r})",
+                key=key,
+            )
+        try:
+            factory = ep.load()
+        except Exception as exc:
+            raise ConfigError(
+                f"channel plugin {name!r} ({ep.value}) cannot be imported: {exc!r}", key=key
+            ) from exc
+        try:
+            channel = factory(settings)
+        except Exception as exc:
+            raise ConfigError(
+                f"channel {name!r} rejected its config [{key}]: {exc}", key=key
+            ) from exc
+        if not isinstance(channel, Channel):
+            raise ConfigError(
+                f"channel plugin {name!r} ({ep.value}) returned {type(channel).__name__}, "
+                "not a Channel (name, start, stop, send)",
+                key=key,
+            )
+        channels.append(channel)
+    return channels
+
+
+def _channel_tables(config: FamiliarConfig) -> Mapping[str, Any]:
+    # ``[channels.<name>]`` tables, once the config tree has a ``channels`` section.
+    tables = getattr(config, "channels", None)
+    if isinstance(tables, BaseModel):
+        return dict(tables)
+    return tables if isinstance(tables, Mapping) else {}
+
+
+class _Gateway:
+    """One run of the daemon: what was started, in order, so it can stop in reverse."""
+
+    def __init__(
+        self, *, home: Path, config: FamiliarConfig, env: Mapping[str, str], ollama_url: str
+    ) -> None:
+        self.home = home
+        self.config = config
+        self.env = env
+        self.ollama_url = ollama_url
+        workspace = config.workspace or Path("workspace")
+        self.workspace = workspace if workspace.is_absolute() else home / workspace
+        self.store_url = config.store.url or f"sqlite+aiosqlite:///{home / 'familiar.db'}"
+        self.metrics = GatewayMetrics()
+        self.cli = CliChannel()
+        self.channels: list[Channel] = [self.cli]
+        self.channel_states: dict[str, str] = {}
+        self.store: Store | None = None
+        self.core: CoreApp | None = None
+        self.state: ControlState | None = None
+        self.workers: list[DeliveryWorker] = []
+        self.http_app: web.Application | None = None
+        self.http_runner: web.AppRunner | None = None
+        self.http_site: web.TCPSite | None = None
+        self.control: ControlServer | None = None
+        self.runtime_started = False
+        self.stopping = False
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event | None) -> int:
+        loop = asyncio.get_running_loop()
+        own_signals = stop is None
+        stop = stop or asyncio.Event()
+        if own_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+        watchdog_stop = asyncio.Event()
+        watchdog: asyncio.Task[None] | None = None
+        interval = watchdog_interval()
+        if interval is not None:
+            watchdog = asyncio.create_task(watchdog_loop(interval, watchdog_stop))
+        code = 0
+        try:
+            sd_notify("STATUS=starting")
+            try:
+                await self._start()
+            except ConfigError as exc:
+                print(f"familiar: {exc}", file=sys.stderr)
+                code = EX_CONFIG
+            except (FamiliarError, OSError) as exc:
+                log.error("gateway failed to start: %s", exc)
+                print(f"familiar: cannot start: {exc}", file=sys.stderr)
+                code = 1
+            if code == 0:
+                sd_notify(f"READY=1\nSTATUS={self._status_line()}")
+                log.info("gateway ready: %s", self._status_line())
+                await stop.wait()
+                log.info("stopping")
+        finally:
+            await self._shutdown()
+            watchdog_stop.set()
+            if watchdog is not None:
+                await watchdog
+            if own_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+        return code
+
+    async def _start(self) -> None:
+        self.store = Store(url=self.store_url, config=self.config.store)
+        await self.store.open()
+        await self.metrics.start_tail(self.store)
+        choice = await choose_provider(self.config.provider, self.env, ollama_url=self.ollama_url)
+        provider = self._build_provider(choice)
+        self.core = await build_core(
+            store_url=self.store_url,
+            workspace=self.workspace,
+            agent=self.config.agent,
+            tools=self.config.tools,
+            provider=provider,
+            store=self.store,
+        )
+        self.channels += load_channels(
+            _channel_tables(self.config), importlib.metadata.entry_points(group=CHANNELS_GROUP)
+        )
+        if self.config.http.enabled:
+            self.http_app = web.Application()
+            add_health_routes(
+                self.http_app, metrics=self.metrics, store=self.store, not_ready=self.not_ready
+            )
+        self.state = ControlState(
+            home=self.home,
+            workspace=self.workspace,
+            config=self.config,
+            core=self.core,
+            cli=self.cli,
+            provider=choice,
+            version=await asyncio.to_thread(_version),
+            store_url=self.store_url,
+            channel_states=self.channel_states,
+        )
+        await self._start_channels(self.core)
+        await self.core.start()
+        self.runtime_started = True
+        await self._start_http()
+        self.control = ControlServer(
+            build_control_app(self.state), self.home / RUN_DIR / SOCKET_FILE
+        )
+        await self.control.start()
+        log.info("control socket %s", self.control.path)
+
+    def _build_provider(self, choice: ProviderChoice | None) -> Provider | None:
+        if choice is None:
+            log.info("provider: none (replies will say how to configure one)")
+            return None
+        cfg = choice.config
+        log.info(
+            "provider: kind=%s model=%s base_url=%s (from %s)",
+            cfg.kind,
+            cfg.effective_model,
+            mask_url(cfg.effective_base_url) if cfg.effective_base_url else None,
+            choice.source,
+        )
+        provider = build_provider(cfg)
+        return MeteredProvider(provider, self.metrics) if provider is not None else None
+
+    async def _start_channels(self, core: CoreApp) -> None:
+        services = core.services
+        context = ChannelContext(
+            bus=services.bus, hub=services.hub, events=services.events, http=self.http_app
+        )
+        for channel in self.channels:
+            self.channel_states[channel.name] = "starting"
+            try:
+                await channel.start(context)
+            except Exception as exc:
+                self.channel_states[channel.name] = "failed"
+                raise ConfigError(f"channel {channel.name!r} failed to start: {exc}") from exc
+            self.channel_states[channel.name] = "running"
+            worker = DeliveryWorker(
+                bus=services.bus,
+                channel=channel.name,
+                send=self.metrics.metered_send(channel.name, channel.send),
+            )
+            worker.start()
+            self.workers.append(worker)
+            log.info("channel %s started", channel.name)
+
+    async def _start_http(self) -> None:
+        if self.http_app is None or self.state is None:
+            return
+        http = self.config.http
+        self.http_runner = web.AppRunner(self.http_app, access_log=None, shutdown_timeout=5.0)
+        await self.http_runner.setup()
+        self.http_site = web.TCPSite(self.http_runner, http.host, http.port)
+        await self.http_site.start()
+        host, port = self.http_runner.addresses[0][:2]
+        self.state.http_address = f"{host}:{port}"
+        log.info("http listening on %s", self.state.http_address)
+
+    async def _shutdown(self) -> None:
+        self.stopping = True
+        busy = self.core.runtime.busy_sessions if self.core and self.runtime_started else 0
+        sd_notify(f"STOPPING=1\nSTATUS=stopping: finishing {busy} running turn(s)")
+        # Stop intake first: no new control requests or HTTP deliveries.
+        if self.control is not None:
+            await self.control.stop_listening()
+        if self.http_site is not None:
+            await self.http_site.stop()
+        if self.core is not None and self.runtime_started:
+            await self.core.runtime.stop(grace=self.config.agent.shutdown_grace)
+            await self._drain_outbox(self.core)
+        await self.cli.stop()  # waiting control clients get "timeout": the reply is kept
+        if self.control is not None:
+            await self.control.close()
+        if self.http_runner is not None:
+            await self.http_runner.cleanup()
+        for worker in self.workers:
+            await worker.stop()
+        for channel in self.channels:
+            if self.channel_states.get(channel.name) in ("running", "failed"):
+                try:
+                    await channel.stop()
+                except Exception:
+                    log.exception("channel %s failed to stop", channel.name)
+                self.channel_states[channel.name] = "stopped"
+        if self.core is not None:
+            await self.core.stop(grace=0)
+        elif self.store is not None:
+            await self.store.close()
+        log.info("stopped")
+
+    async def _drain_outbox(self, core: CoreApp) -> None:
+        """Give replies settled during the grace a moment to reach their channels."""
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        names = [c.name for c in self.channels if self.channel_states.get(c.name) == "running"]
+        while time.monotonic() < deadline:
+            due = [n for n in names if await core.bus.due_outbound(n, limit=1)]
+            if not due:
+                return
+            await asyncio.sleep(0.05)
+        log.info("replies left for delivery after restart channels=%s", due)
+
+    # -- reporting -----------------------------------------------------------------------
+
+    def not_ready(self) -> list[str]:
+        """Why the gateway is not ready (empty when it is)."""
+        reasons: list[str] = []
+        if self.stopping:
+            reasons.append("stopping")
+        if self.store is None or self.core is None:
+            reasons.append("store not open")
+        if not self.runtime_started:
+            reasons.append("agent runtime not started")
+        for channel in self.channels:
+            state = self.channel_states.get(channel.name, "not started")
+            if state != "running":
+                reasons.append(f"channel {channel.name} {state}")
+        return reasons
+
+    def _status_line(self) -> str:
+        provider = "none"
+        if self.state is not None and self.state.provider is not None:
+            cfg = self.state.provider.config
+            provider = f"{cfg.kind}/{cfg.effective_model or '?'}"
+        http = self.state.http_address if self.state and self.state.http_address else "off"
+        return (
+            f"serving: channels {', '.join(self.channel_states)}; provider {provider}; http {http}"
+        )
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("familiar")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m gateway.daemon [--home DIR]``: run the gateway in the foreground."""
+    parser = argparse.ArgumentParser(prog="python -m gateway.daemon", description=__doc__)
+    parser.add_argument("--home", type=Path, default=None, help="familiar home directory")
+    args = parser.parse_args(argv)
+    sys.exit(run_gateway(args.home or default_home()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""``familiar init``: a commented default config.toml, the run folder and the workspace."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import json
+import os
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from core.errors import ConfigError
+from core.workspace import scaffold_workspace
+from gateway.config import CONFIG_FILE, FamiliarConfig, load_config
+
+__all__ = ["RUN_DIR", "init_home", "render_default_config"]
+
+RUN_DIR = "run"
+"""Under the home: the lock file and the control socket (mode 0700)."""
+
+_HEADER = """\
+# familiar configuration.
+#
+# Every setting is listed with its default value, commented out: uncomment a line to
+# change it. Environment variables FAMILIAR_<SECTION>__<KEY> override this file
+# (e.g. FAMILIAR_PROVIDER__BASE_URL, FAMILIAR_HTTP__PORT).
+"""
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_ATTRIBUTE = re.compile(r"(\w+)(?:\s*\(.*?\))?:\s*(.*)")
+_INLINE_MAX = 60
+
+
+def init_home(home: Path) -> list[str]:
+    """Create what a new home needs, never overwriting anything.
+
+    Writes ``config.toml`` (every setting commented out with its default), creates
+    ``run/`` (mode 0700) and scaffolds the default workspace. Blocking I/O: call it
+    from a thread inside the daemon.
+
+    Args:
+        home: the familiar home (``FAMILIAR_HOME``), created if missing.
+
+    Returns:
+        One human-readable line per thing created (empty when all existed).
+    """
+    created: list[str] = []
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / CONFIG_FILE
+    try:
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(render_default_config())
+        created.append(f"wrote {config}")
+    run = home / RUN_DIR
+    if not run.is_dir():
+        run.mkdir(mode=0o700, parents=True)
+        created.append(f"created {run}")
+    os.chmod(run, 0o700)
+    try:
+        workspace = load_config(home).workspace or home / "workspace"
+    except ConfigError:
+        workspace = home / "workspace"  # the daemon will name the bad key
+    for path in scaffold_workspace(workspace):
+        created.append(f"created {path}")
+    return created
+
+
+def render_default_config(model: type[BaseModel] = FamiliarConfig) -> str:
+    """The commented default ``config.toml``, generated from the config models.
+
+    Defaults and descriptions are read from the models themselves (field
+    descriptions, attribute docstrings, ``Attributes:`` sections), so they are
+    defined once.
+    """
+    lines = [_HEADER]
+    sections: list[tuple[str, BaseModel, type[BaseModel]]] = []
+    defaults = _defaults(model)
+    docs = _field_docs(model)
+    for name, value in defaults.items():
+        if isinstance(value, BaseModel):
+            sections.append((name, value, type(value)))
+        else:
+            lines.extend(_entry(name, value, docs.get(name)))
+    for name, value, cls in sections:
+        lines.extend(_section(name, value, cls))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _defaults(model: type[BaseModel]) -> dict[str, Any]:
+    return {
+        name: field.get_default(call_default_factory=True)
+        for name, field in model.model_fields.items()
+    }
+
+
+def _section(path: str, value: BaseModel, cls: type[BaseModel]) -> list[str]:
+    lines = [""]
+    summary = (inspect.getdoc(cls) or "").split("Attributes:", 1)[0]
+    if summary:
+        lines.extend(_comment(summary))
+    lines.append(f"[{path}]")
+    docs = _field_docs(cls)
+    nested: list[tuple[str, BaseModel]] = []
+    for name in cls.model_fields:
+        field_value = getattr(value, name)
+        if isinstance(field_value, BaseModel):
+            nested.append((name, field_value))
+        else:
+            lines.extend(_entry(name, field_value, docs.get(name)))
+    for name, sub in nested:
+        lines.extend(_section(f"{path}.{_key(name)}", sub, type(sub)))
+    return lines
+
+
+def _entry(name: str, value: Any, doc: str | None) -> list[str]:
+    lines = [""] if doc else []
+    if doc:
+        lines.extend(_comment(doc))
+    if value is None:
+        lines.append(f"# {_key(name)} =   (not set)")
+        return lines
+    rendered = _value(value)
+    first, *rest = rendered.split("\n")
+    lines.append(f"# {_key(name)} = {first}")
+    lines.extend(f"# {line}" for line in rest)
+    return lines
+
+
+def _comment(text: str) -> list[str]:
+    return [f"# {line}".rstrip() for line in textwrap.wrap(" ".join(text.split()), width=86)]
+
+
+def _key(name: str) -> str:
+    return name if _BARE_KEY.fullmatch(name) else json.dumps(name)
+
+
+def _value(value: Any) -> str:
+    """``value`` as TOML (lists that do not fit on a line get one item per line)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str | Path):
+        text = str(value)
+        if "'" not in text and not any(ord(c) < 32 or ord(c) == 127 for c in text):
+            return f"'{text}'"
+        return json.dumps(text, ensure_ascii=False)
+    if isinstance(value, BaseModel):
+        return _value(value.model_dump(mode="json", exclude_none=True))
+    if isinstance(value, dict):
+        items = ", ".join(f"{_key(str(k))} = {_value(v)}" for k, v in value.items())
+        return "{ " + items + " }" if items else "{}"
+    if isinstance(value, list | tuple | set | frozenset):
+        parts = [_value(v) for v in value]
+        inline = "[" + ", ".join(parts) + "]"
+        if len(inline) <= _INLINE_MAX and "\n" not in inline:
+            return inline
+        return "[\n" + "".join(f"    {p},\n" for p in parts) + "]"
+    raise TypeError(f"no TOML form for a default of type {type(value).__name__}")
+
+
+def _field_docs(cls: type[BaseModel]) -> dict[str, str]:
+    """Descriptions of ``cls``'s fields: ``Attributes:`` docs, attribute docstrings,
+    ``Field(description=...)``, later ones winning, base classes first."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not (isinstance(klass, type) and issubclass(klass, BaseModel)) or klass is BaseModel:
+            continue
+        docs.update(_attributes_section(klass.__doc__ or ""))
+        docs.update(_attribute_docstrings(klass))
+    for name, field in cls.model_fields.items():
+        if field.description:
+            docs[name] = field.description
+    return docs
+
+
+def _attributes_section(docstring: str) -> dict[str, str]:
+    docs: dict[str, str] = {}
+    lines = inspect.cleandoc(docstring).splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "Attributes:")
+    except StopIteration:
+        return docs
+    current: str | None = None
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            current = None
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent == 0:
+            break
+        match = _ATTRIBUTE.fullmatch(line.strip())
+        if indent <= 4 and match:
+            current = match.group(1)
+            docs[current] = match.group(2)
+        elif current is not None:
+            docs[current] += " " + line.strip()
+    return docs
+
+
+def _attribute_docstrings(klass: type) -> dict[str, str]:
+    """``x: int = 1`` followed by a string literal: that literal documents ``x``."""
+    try:
+        source = textwrap.dedent(inspect.getsource(klass))
+    except (OSError, TypeError):
+        return {}
+    tree = ast.parse(source)
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for node, after in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs

@@ -1,0 +1,178 @@
+"""Prometheus metrics and the health routes of the HTTP server (/healthz, /readyz, /metrics).
+
+Counts come from what the gateway can see without core knowing about Prometheus:
+a wrapper around the provider times LLM calls, a wrapper around each channel's send
+counts delivered replies, and at scrape time the store is read for the queue depth and
+for what was published and logged since the last scrape (inbound messages, turns, tool
+calls, errors).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Final
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from core.events import EventType
+from core.messages import OutboundMessage
+from core.providers.base import ChatRequest, Completion, Provider, StreamEvent
+from core.store.engine import Store
+from gateway import queries
+
+__all__ = ["GatewayMetrics", "MeteredProvider", "add_health_routes"]
+
+log = logging.getLogger(__name__)
+
+_BATCH: Final = 2000
+_MAX_BATCHES: Final = 50
+_TAILED_EVENTS: Final = (EventType.TURN_START, EventType.TOOL_START, EventType.ERROR)
+
+Send = Callable[[OutboundMessage], Awaitable[None]]
+
+
+class GatewayMetrics:
+    """The gateway's metrics in a private registry (no global state)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.messages_in = Counter(
+            "familiar_messages_in", "Inbound messages published", ["channel"], registry=r
+        )
+        self.messages_out = Counter(
+            "familiar_messages_out", "Final replies delivered", ["channel", "kind"], registry=r
+        )
+        self.turns = Counter("familiar_turns", "Agent turns (LLM calls) started", registry=r)
+        self.tool_calls = Counter("familiar_tool_calls", "Tool calls started", ["tool"], registry=r)
+        self.llm_latency = Histogram(
+            "familiar_llm_latency_seconds",
+            "Duration of one LLM call",
+            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "familiar_queue_depth", "Inbound messages pending or claimed", registry=r
+        )
+        self.errors = Counter("familiar_errors", "Errors by kind", ["kind"], registry=r)
+        self._inbound_seq = 0
+        self._event_id = 0
+
+    async def start_tail(self, store: Store) -> None:
+        """Count only what happens from now on (call once the store is open)."""
+        self._inbound_seq = await queries.last_inbound_seq(store)
+        self._event_id = await queries.last_event_id(store)
+
+    async def refresh(self, store: Store) -> None:
+        """Read the queue depth and what was published or logged since the last call."""
+        self.queue_depth.set((await queries.queue_counts(store)).depth)
+        for _ in range(_MAX_BATCHES):
+            rows = await queries.inbound_channels_after(store, self._inbound_seq, limit=_BATCH)
+            for seq, channel in rows:
+                self.messages_in.labels(channel=channel).inc()
+                self._inbound_seq = seq
+            if len(rows) < _BATCH:
+                break
+        for _ in range(_MAX_BATCHES):
+            events = await queries.events_after(
+                store, self._event_id, types=_TAILED_EVENTS, limit=_BATCH
+            )
+            for event in events:
+                self._count_event(event)
+                self._event_id = event.id
+            if len(events) < _BATCH:
+                break
+
+    def _count_event(self, event: queries.TailedEvent) -> None:
+        if event.type == EventType.TURN_START:
+            self.turns.inc()
+        elif event.type == EventType.TOOL_START:
+            self.tool_calls.labels(tool=str(event.data.get("tool", ""))).inc()
+        else:
+            self.errors.labels(kind=str(event.data.get("kind") or "session")).inc()
+
+    def metered_send(self, channel: str, send: Send) -> Send:
+        """``send`` that counts delivered replies and failed deliveries."""
+
+        async def metered(message: OutboundMessage) -> None:
+            try:
+                await send(message)
+            except Exception:
+                self.errors.labels(kind="delivery").inc()
+                raise
+            self.messages_out.labels(channel=channel, kind=message.kind).inc()
+
+        return metered
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return bytes(generate_latest(self.registry))
+
+
+class MeteredProvider:
+    """A Provider that times every call of the one it wraps."""
+
+    def __init__(self, inner: Provider, metrics: GatewayMetrics) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._metrics = metrics
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        started = time.monotonic()
+        try:
+            async for event in self.inner.stream(request):
+                yield event
+        finally:
+            self._metrics.llm_latency.observe(time.monotonic() - started)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        started = time.monotonic()
+        try:
+            return await self.inner.complete(request)
+        finally:
+            self._metrics.llm_latency.observe(time.monotonic() - started)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def add_health_routes(
+    app: web.Application,
+    *,
+    metrics: GatewayMetrics,
+    store: Store,
+    not_ready: Callable[[], list[str]],
+) -> None:
+    """Mount ``GET /healthz``, ``GET /readyz`` and ``GET /metrics`` on ``app``.
+
+    Args:
+        app: the gateway's HTTP application (before it is started).
+        metrics: what ``/metrics`` exposes.
+        store: read at scrape time.
+        not_ready: the reasons the gateway is not ready (empty when it is).
+    """
+
+    async def healthz(_request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(_request: web.Request) -> web.Response:
+        reasons = not_ready()
+        if reasons:
+            return web.json_response({"status": "not ready", "reasons": reasons}, status=503)
+        return web.json_response({"status": "ready"})
+
+    async def scrape(_request: web.Request) -> web.Response:
+        try:
+            await metrics.refresh(store)
+        except Exception:
+            log.exception("refreshing metrics from the store failed")
+            metrics.errors.labels(kind="metrics").inc()
+        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", scrape)

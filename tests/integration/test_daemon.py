@@ -1,0 +1,487 @@
+"""The gateway daemon in-process: control socket, HTTP probes, metrics, lock, first start."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import json
+import logging
+import re
+import shutil
+import socket
+import tempfile
+import tomllib
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from pydantic import SecretStr
+
+from channels.base import ChannelContext
+from channels.cli import ChannelStopped, CliChannel
+from core.agent.services import NO_PROVIDER_HINT
+from core.errors import ConfigError
+from core.messages import Delivery, OutboundMessage
+from core.providers.config import ProviderConfig
+from gateway.config import FamiliarConfig, load_config
+from gateway.control import MASK, masked_config
+from gateway.daemon import EX_CONFIG, load_channels, serve
+from gateway.init import init_home, render_default_config
+from gateway.provider_detect import choose_provider, detect_provider
+from tests.fakes.fake_openai import FakeOpenAI
+
+SECRET = "sk-test-do-not-leak-7f3a9c"
+BASE = "http://familiar"
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    # Short, so that run/gateway.sock fits in a Unix socket address.
+    path = Path(tempfile.mkdtemp(prefix="fam-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    # serve() installs its own root handler (as the daemon must); put pytest's back.
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+def write_config(home: Path, fake: FakeOpenAI | None, extra: str = "") -> None:
+    provider = ""
+    if fake is not None:
+        provider = (
+            f'[provider]\nkind = "openai"\nbase_url = "{fake.base_url}"\n'
+            f'model = "fake-model"\napi_key = "{SECRET}"\nmax_retries = 0\n'
+        )
+    text = f"{provider}\n[http]\nport = 0\n\n[agent]\nshutdown_grace = 2.0\n{extra}"
+    (home / "config.toml").write_text(text)
+
+
+@dataclass
+class Gateway:
+    http: aiohttp.ClientSession
+    task: asyncio.Task[int]
+
+    async def get(self, path: str, status: int = 200) -> Any:
+        async with self.http.get(BASE + path) as response:
+            body = await response.json()
+            assert response.status == status, body
+            return body
+
+    async def send(
+        self, text: str, session: str = "cli:test", **extra: Any
+    ) -> list[dict[str, Any]]:
+        body = {"session": session, "text": text, "timeout": 30, **extra}
+        async with self.http.post(BASE + "/v1/messages", json=body) as response:
+            assert response.status == 200, await response.text()
+            assert response.content_type == "application/x-ndjson"
+            return [json.loads(line) async for line in response.content if line.strip()]
+
+    async def post_raw(self, body: Any) -> tuple[int, dict[str, Any]]:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        async with self.http.post(BASE + "/v1/messages", data=data) as response:
+            return response.status, await response.json()
+
+
+@asynccontextmanager
+async def running(home: Path, *, overrides: dict[str, Any] | None = None) -> AsyncIterator[Gateway]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        serve(home, stop=stop, env={}, ollama_url=_closed_port_url(), config_overrides=overrides)
+    )
+    connector = aiohttp.UnixConnector(path=str(home / "run" / "gateway.sock"))
+    async with aiohttp.ClientSession(connector=connector) as http:
+        gateway = Gateway(http, task)
+        async with asyncio.timeout(30):
+            while True:
+                assert not task.done(), f"gateway exited early with {task.result()}"
+                try:
+                    await gateway.get("/v1/status")
+                    break
+                except aiohttp.ClientConnectionError:
+                    await asyncio.sleep(0.05)
+        try:
+            yield gateway
+        finally:
+            stop.set()
+            assert await asyncio.wait_for(task, 30) == 0
+
+
+async def test_control_api_end_to_end(home: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    async with FakeOpenAI(latency=0.05) as fake:
+        write_config(home, fake)
+        async with running(home) as gw:
+            status = await gw.get("/v1/status")
+            assert status["home"] == str(home)
+            assert status["store"] == "sqlite"
+            assert status["provider"] == {
+                "kind": "openai",
+                "model": "fake-model",
+                "base_url": fake.base_url,
+            }
+            assert {"name": "cli", "state": "running"} in status["channels"]
+            assert status["queue"] == {"pending": 0, "claimed": 0}
+            assert re.fullmatch(r"127\.0\.0\.1:\d+", status["http"])
+
+            lines = await gw.send("hello there", session="cli:t1")
+            assert lines[0]["type"] == "accepted" and lines[0]["session"] == "cli:t1"
+            message_id = lines[0]["message_id"]
+            deltas = [line["text"] for line in lines if line["type"] == "delta"]
+            assert deltas, lines
+            final = lines[-1]
+            assert final == {
+                "type": "reply",
+                "message_id": message_id,
+                "session": "cli:t1",
+                "kind": "reply",
+                "text": "echo: hello there",
+            }
+            assert "".join(deltas) == final["text"]
+
+            got = await gw.get(f"/v1/messages/{message_id}")
+            assert got == {
+                "message_id": message_id,
+                "session": "cli:t1",
+                "status": "done",
+                "reply": {"kind": "reply", "text": "echo: hello there"},
+            }
+            await gw.get("/v1/messages/nope", status=404)
+
+            quiet = await gw.send("no stream please", session="cli:t2", stream=False)
+            assert [line["type"] for line in quiet] == ["accepted", "reply"]
+
+            tool = await gw.send('!tool list_dir {"path": "."}', session="cli:t1")
+            assert any(line["type"] == "progress" for line in tool), tool
+            assert tool[-1]["type"] == "reply" and tool[-1]["text"].startswith("tool said:")
+
+            slow = await gw.send("!sleep 1.5 late", session="cli:t3", timeout=0.2)
+            assert slow[-1] == {
+                "type": "timeout",
+                "message_id": slow[0]["message_id"],
+                "session": "cli:t3",
+            }
+            async with asyncio.timeout(30):
+                while True:
+                    late = await gw.get(f"/v1/messages/{slow[0]['message_id']}")
+                    if late["status"] == "done":
+                        break
+                    await asyncio.sleep(0.05)
+            assert late["reply"]["text"] == "echo: !sleep 1.5 late"
+
+            listed = await gw.get("/v1/sessions")
+            keys = {s["key"] for s in listed["sessions"]}
+            assert {"cli:t1", "cli:t2", "cli:t3"} <= keys
+            shown = await gw.get("/v1/sessions/cli:t1?events=1")
+            assert shown["session"]["key"] == "cli:t1"
+            assert [h["role"] for h in shown["history"]][:2] == ["user", "assistant"]
+            types = [e["type"] for e in shown["events"]]
+            assert "user.message" in types and "tool.execution_start" in types
+            assert (await gw.get("/v1/sessions/cli:t1"))["events"] == []
+            await gw.get("/v1/sessions/cli:nobody", status=404)
+
+            config = await gw.get("/v1/config")
+            assert config["provider"]["api_key"] == MASK
+            assert config["http"]["port"] == 0
+            assert config["store"]["url"].endswith("familiar.db")
+
+            await check_http(status["http"])
+
+            async with gw.http.get(BASE + "/v1/config") as response:
+                assert SECRET not in await response.text()
+    captured = capfd.readouterr()
+    assert "provider: kind=openai" in captured.err
+    assert SECRET not in captured.err + captured.out
+
+
+async def check_http(address: str) -> None:
+    async with aiohttp.ClientSession(f"http://{address}") as http:
+        async with http.get("/healthz") as response:
+            assert response.status == 200
+            assert await response.json() == {"status": "ok"}
+        async with http.get("/readyz") as response:
+            assert response.status == 200, await response.text()
+        async with http.get("/metrics") as response:
+            assert response.status == 200
+            text = await response.text()
+    metrics = parse_metrics(text)
+    assert metrics['familiar_messages_in_total{channel="cli"}'] >= 4
+    assert metrics['familiar_messages_out_total{channel="cli",kind="reply"}'] >= 3
+    assert metrics["familiar_turns_total"] >= 5
+    assert metrics['familiar_tool_calls_total{tool="list_dir"}'] == 1
+    assert metrics["familiar_llm_latency_seconds_count"] >= 5
+    assert metrics["familiar_queue_depth"] == 0
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+async def test_bad_requests_get_clear_400s(home: Path) -> None:
+    write_config(home, None, '\n[provider]\nkind = "scripted"\n')
+    async with running(home) as gw:
+        cases: list[tuple[Any, str]] = [
+            (b"{not json", "JSON"),
+            ([1, 2], "object"),
+            ({"session": "cli:x"}, "text is required"),
+            ({"session": "cli:x", "text": "   "}, "empty"),
+            ({"session": "cli:x", "text": 3}, "text must be a string"),
+            ({"session": "slack:x", "text": "hi"}, "cli:NAME"),
+            ({"session": "cli:bad name", "text": "hi"}, "session name"),
+            ({"session": "cli:" + "x" * 200, "text": "hi"}, "session name"),
+            ({"session": 7, "text": "hi"}, "session must be a string"),
+            ({"session": "cli:x", "text": "hi", "stream": "yes"}, "stream"),
+            ({"session": "cli:x", "text": "hi", "timeout": -1}, "timeout"),
+            ({"session": "cli:x", "text": "hi", "timeout": "5"}, "timeout"),
+        ]
+        for body, expected in cases:
+            status, answer = await gw.post_raw(body)
+            assert status == 400, (body, answer)
+            assert expected in answer["error"], (body, answer)
+        async with gw.http.get(BASE + "/v1/nothing") as response:
+            assert response.status == 404
+            assert "error" in await response.json()
+        # scripted provider, no stream subscriber needed: a default session works
+        lines = await gw.send("hi", session="cli:default", stream=False)
+        assert lines[-1]["text"] == "echo: hi"
+
+
+async def test_first_start_writes_config_and_hints_without_provider(
+    home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert not (home / "config.toml").exists()
+    async with running(home, overrides={"http": {"port": 0}}) as gw:
+        status = await gw.get("/v1/status")
+        assert status["provider"] is None
+        lines = await gw.send("anyone there?")
+        assert lines[-1]["kind"] == "error"
+        assert lines[-1]["text"] == NO_PROVIDER_HINT
+        message = await gw.get(f"/v1/messages/{lines[0]['message_id']}")
+        assert message["status"] == "failed"
+    assert (home / "workspace" / "AGENTS.md").exists()
+    assert (home / "run").stat().st_mode & 0o777 == 0o700
+    written = (home / "config.toml").read_text()
+    assert written == render_default_config()
+    assert load_config(home).model_dump() == FamiliarConfig().model_dump()
+    assert "provider: none" in capfd.readouterr().err
+
+
+async def test_second_gateway_on_the_same_home_is_refused(
+    home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    write_config(home, None)
+    async with running(home) as gw:
+        status = await gw.get("/v1/status")
+        code = await asyncio.wait_for(serve(home, stop=asyncio.Event(), env={}), 30)
+        assert code == 1
+        err = capfd.readouterr().err
+        assert f"another familiar gateway (pid {status['pid']}) is already running on {home}" in err
+        # the first one still serves
+        assert (await gw.get("/v1/status"))["pid"] == status["pid"]
+        assert (home / "run" / "gateway.sock").stat().st_mode & 0o777 == 0o600
+    assert not (home / "run" / "gateway.sock").exists()
+
+
+async def test_invalid_config_exits_78(home: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    (home / "config.toml").write_text('[agent]\nmax_iterations = "many"\n')
+    assert await serve(home, stop=asyncio.Event(), env={}) == EX_CONFIG
+    assert "agent.max_iterations" in capfd.readouterr().err
+
+
+async def test_restart_answers_messages_left_pending(home: Path) -> None:
+    write_config(home, None, '\n[provider]\nkind = "scripted"\n')
+    async with running(home) as gw:
+        first = await gw.send("one", stream=False)
+    async with running(home) as gw:
+        got = await gw.get(f"/v1/messages/{first[0]['message_id']}")
+        assert got["reply"] == {"kind": "reply", "text": "echo: one"}
+
+
+def test_default_config_uncommented_equals_defaults(tmp_path: Path) -> None:
+    text = render_default_config()
+    tomllib.loads(text)  # as written (all commented) it parses
+    uncommented = []
+    in_value = False
+    for line in text.splitlines():
+        assignment = re.match(r"# ([a-z_]+) = (.*)", line)
+        if assignment and "(not set)" not in line:
+            uncommented.append(line[2:])
+            in_value = assignment.group(2) == "["
+        elif in_value:
+            uncommented.append(line[2:])
+            in_value = line != "# ]"
+        else:
+            uncommented.append(line)
+    (tmp_path / "config.toml").write_text("\n".join(uncommented))
+    assert load_config(tmp_path).model_dump() == FamiliarConfig().model_dump()
+
+
+def test_init_home_never_overwrites(tmp_path: Path) -> None:
+    created = init_home(tmp_path)
+    assert any("config.toml" in line for line in created)
+    (tmp_path / "config.toml").write_text("# mine\n")
+    assert init_home(tmp_path) == []
+    assert (tmp_path / "config.toml").read_text() == "# mine\n"
+
+
+# -- plugin channels ----------------------------------------------------------------------
+
+
+class EchoPluginChannel:
+    """A plugin channel for the loading tests."""
+
+    name = "echo"
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+
+    async def start(self, context: ChannelContext) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    async def send(self, message: OutboundMessage) -> None:
+        pass
+
+
+def make_echo(config: dict[str, Any]) -> EchoPluginChannel:
+    if "bad" in config:
+        raise ValueError("unknown setting 'bad'")
+    return EchoPluginChannel(config)
+
+
+def not_a_channel(config: dict[str, Any]) -> object:
+    return object()
+
+
+def _ep(name: str, value: str) -> importlib.metadata.EntryPoint:
+    return importlib.metadata.EntryPoint(name=name, value=value, group="familiar.channels")
+
+
+def test_load_channels_builds_enabled_plugins_only() -> None:
+    eps = [_ep("echo", f"{__name__}:make_echo"), _ep("other", f"{__name__}:make_echo")]
+    tables = {"echo": {"enabled": True, "greeting": "hi"}, "other": {"enabled": False}}
+    channels = load_channels(tables, eps)
+    assert len(channels) == 1
+    assert isinstance(channels[0], EchoPluginChannel)
+    assert channels[0].config == {"greeting": "hi"}
+    assert load_channels({}, eps) == []
+
+
+@pytest.mark.parametrize(
+    ("tables", "value", "expected"),
+    [
+        ({"ghost": {"enabled": True}}, f"{__name__}:make_echo", "no package provides it"),
+        ({"echo": {"enabled": True}}, "no_such_module_xyz:factory", "cannot be imported"),
+        ({"echo": {"enabled": True, "bad": 1}}, f"{__name__}:make_echo", "unknown setting"),
+        ({"echo": {"enabled": True}}, f"{__name__}:not_a_channel", "not a Channel"),
+    ],
+)
+def test_broken_plugins_give_clear_errors(
+    tables: dict[str, Any], value: str, expected: str
+) -> None:
+    with pytest.raises(ConfigError, match=expected) as info:
+        load_channels(tables, [_ep("echo", value)])
+    assert info.value.key is not None and info.value.key.startswith("channels.")
+
+
+# -- pieces: the CLI channel, provider detection, masking ---------------------------------
+
+
+def _reply(inbound_id: str, text: str = "hi") -> OutboundMessage:
+    return OutboundMessage(
+        id=f"{inbound_id}.reply",
+        inbound_id=inbound_id,
+        session_key="cli:x",
+        delivery=Delivery(channel="cli", chat_id="x"),
+        text=text,
+    )
+
+
+async def test_cli_channel_waiters() -> None:
+    cli = CliChannel()
+    await cli.send(_reply("nobody-waits"))  # never raises
+    cli.expect("m1")
+    await cli.send(_reply("m1", "first"))  # before anyone awaits: kept for the waiter
+    got = await cli.wait_reply("m1", 5)
+    assert got is not None and got.text == "first"
+    assert await cli.wait_reply("m2", 0.01) is None
+    assert cli.waiting == 0
+    cli.expect("m3")
+    waiting = asyncio.ensure_future(cli.wait_reply("m3", None))
+    await asyncio.sleep(0)
+    await cli.stop()
+    with pytest.raises(ChannelStopped):
+        await waiting
+    with pytest.raises(ChannelStopped):
+        await cli.submit("cli:x", "hello")
+
+
+async def test_provider_detection() -> None:
+    closed = _closed_port_url()
+    base = ProviderConfig(timeout_read=33.0)
+    openai = await detect_provider(base, {"OPENAI_API_KEY": "sk-a"}, ollama_url=closed)
+    assert openai is not None and openai.config.kind == "openai"
+    assert openai.config.timeout_read == 33.0 and openai.source == "OPENAI_API_KEY"
+    anthropic = await detect_provider(base, {"ANTHROPIC_API_KEY": "k"}, ollama_url=closed)
+    assert anthropic is not None and anthropic.config.kind == "anthropic"
+    assert await detect_provider(base, {}, ollama_url=closed) is None
+
+    app = web.Application()
+
+    async def tags(_request: web.Request) -> web.Response:
+        return web.json_response({"models": [{"name": "llama3.2:latest"}, {"name": "qwen"}]})
+
+    app.router.add_get("/api/tags", tags)
+    async with TestServer(app, host="127.0.0.1") as server:
+        url = f"http://127.0.0.1:{server.port}"
+        ollama = await detect_provider(base, {}, ollama_url=url)
+    assert ollama is not None and ollama.source == "ollama"
+    assert ollama.as_json() == {
+        "kind": "openai",
+        "model": "llama3.2:latest",
+        "base_url": f"{url}/v1",
+    }
+    configured = ProviderConfig(kind="scripted")
+    chosen = await choose_provider(configured, {"OPENAI_API_KEY": "x"}, ollama_url=closed)
+    assert chosen is not None and chosen.source == "config" and chosen.config.kind == "scripted"
+
+
+def test_masked_config_hides_every_secret() -> None:
+    config = FamiliarConfig(provider=ProviderConfig(kind="openai", api_key=SecretStr(SECRET)))
+    masked = masked_config(
+        config, store_url="postgresql+asyncpg://me:hunter2@db/familiar", workspace=Path("/w")
+    )
+    text = json.dumps(masked)
+    assert SECRET not in text and "hunter2" not in text
+    assert masked["store"]["url"] == f"postgresql+asyncpg://me:{MASK}@db/familiar"
+    assert masked["workspace"] == "/w"
