@@ -111,6 +111,7 @@ class ContextBuilder:
         config: ContextConfig,
         agent_name: str = "familiar",
         clock: Callable[[], datetime] | None = None,
+        recheck_seconds: float = _RECHECK_SECONDS,
     ) -> None:
         """Create a builder.
 
@@ -120,6 +121,7 @@ class ContextBuilder:
             agent_name: The name shown in the runtime block.
             clock: Returns the current time; naive results are taken as host local.
                 Defaults to the system clock.
+            recheck_seconds: How often workspace files are checked for changes.
         """
         self._workspace = workspace
         self._config = config
@@ -129,6 +131,7 @@ class ContextBuilder:
         self._cache: dict[str, _CachedSection] = {}
         self._sections: list[str] = []
         self._checked_at = -math.inf
+        self._recheck_seconds = recheck_seconds
         self._refresh: asyncio.Future[list[str]] | None = None
 
     async def system_prompt(
@@ -233,7 +236,7 @@ class ContextBuilder:
         Concurrent turns share one check (single flight), so a thousand sessions
         starting at once cost one round of ``stat`` calls, not a thousand.
         """
-        if time.monotonic() - self._checked_at < _RECHECK_SECONDS:
+        if time.monotonic() - self._checked_at < self._recheck_seconds:
             return self._sections
         if self._refresh is None:
             self._refresh = asyncio.ensure_future(asyncio.to_thread(self._read_sections))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
@@ -16,7 +17,22 @@ def make_client(timeout: httpx.Timeout, *, max_connections: int = 1000) -> httpx
     aiohttp's connector does not. The provider code keeps speaking httpx.
     """
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    return httpx.AsyncClient(timeout=timeout, transport=AiohttpTransport(limits=limits))
+    return httpx.AsyncClient(timeout=timeout, transport=_Transport(limits=limits))
+
+
+class _Transport(AiohttpTransport):
+    """Fixes one error mapping: httpx-aiohttp reports a refused connection as a timeout."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await super().handle_async_request(request)
+        except httpx.ConnectTimeout as exc:
+            cause = exc.__cause__
+            if isinstance(cause, aiohttp.ClientConnectorError) and not isinstance(
+                cause, aiohttp.ServerTimeoutError
+            ):
+                raise httpx.ConnectError(str(cause), request=request) from cause
+            raise
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:

@@ -37,6 +37,7 @@ def _builder(root: Path, **config: object) -> ContextBuilder:
         workspace=root,
         config=ContextConfig.model_validate({"timezone": "Europe/Berlin", **config}),
         clock=lambda: FIXED,
+        recheck_seconds=0,
     )
 
 
@@ -344,3 +345,17 @@ def test_compact_is_deterministic_and_handles_tiny_limits() -> None:
     assert compact(dropped, None, max_chars=0) == ""
     assert len(compact([_user("z" * 50)], None, max_chars=10)) <= 10
     assert compact([], None, max_chars=100) == ""
+
+
+async def test_files_are_rechecked_at_most_once_per_interval(tmp_path: Path) -> None:
+    builder = ContextBuilder(
+        workspace=tmp_path, config=ContextConfig(), clock=lambda: FIXED, recheck_seconds=3600
+    )
+    _write(tmp_path, "AGENTS.md", "first version")
+    prompts = await asyncio.gather(
+        *(builder.system_prompt(session_key=f"k{i}", channel="c", tools=[]) for i in range(50))
+    )
+    assert all("first version" in p for p in prompts)
+    _write(tmp_path, "AGENTS.md", "second version, longer")
+    # Within the interval the cached sections are served without touching the disk.
+    assert "first version" in await builder.system_prompt(session_key="k", channel="c", tools=[])
