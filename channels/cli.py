@@ -144,7 +144,7 @@ class CliChannel:
     async def wait_reply(
         self,
         message_id: str,
-        timeout: float | None,  # noqa: ASYNC109
+        timeout: float | None,
     ) -> OutboundMessage | None:
         """The reply to ``message_id``, or None after ``timeout`` seconds (None: no limit).
 

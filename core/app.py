@@ -16,6 +16,9 @@ from core.bus.ephemeral import EphemeralHub
 from core.bus.sql import SqlBus
 from core.events import EventLog
 from core.providers.base import Provider
+from core.schedule_commands import register_schedule_commands
+from core.schedule_tool import manage_schedule
+from core.scheduler import SchedulerConfig, ScheduleService
 from core.sessions import SessionStore
 from core.store.engine import Store
 from core.tools.config import ToolsConfig
@@ -34,6 +37,7 @@ class CoreApp:
 
     services: AgentServices
     runtime: AgentRuntime
+    schedules: ScheduleService
 
     @property
     def store(self) -> Store:
@@ -45,8 +49,11 @@ class CoreApp:
 
     async def start(self) -> None:
         await self.runtime.start()
+        await self.schedules.start()
 
     async def stop(self, *, grace: float | None = None) -> None:
+        if self.schedules.running:
+            await self.schedules.stop()
         await self.runtime.stop(grace=grace)
         if self.services.provider is not None:
             await self.services.provider.aclose()
@@ -60,6 +67,7 @@ async def build_core(
     agent: AgentConfig,
     tools: ToolsConfig,
     provider: Provider | None,
+    scheduler: SchedulerConfig | None = None,
     store: Store | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime."""
@@ -68,7 +76,7 @@ async def build_core(
         store = Store(url=store_url)
         await store.open()
     registry = ToolRegistry(
-        tools=[*fs_tools(tools), *exec_tools(tools), task_complete],
+        tools=[*fs_tools(tools), *exec_tools(tools), task_complete, manage_schedule],
         policy=ToolPolicy(config=tools.policy),
     )
     services = AgentServices(
@@ -84,4 +92,12 @@ async def build_core(
         workspace=workspace,
         commands=CommandRouter(),
     )
-    return CoreApp(services=services, runtime=AgentRuntime(services=services))
+    schedules = ScheduleService(
+        config=scheduler or SchedulerConfig(),
+        store=store,
+        bus=services.bus,
+        events=services.events,
+    )
+    register_schedule_commands(services.commands, schedules)
+    services.tool_extras["scheduler"] = schedules
+    return CoreApp(services=services, runtime=AgentRuntime(services=services), schedules=schedules)

@@ -75,7 +75,10 @@ class DeliveryWorker:
                 delay = min(self._cap, self._base * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
                 log.warning(
                     "delivery failed channel=%s attempt=%d give_up=%s error=%r",
-                    self._channel, attempt, give_up, exc,
+                    self._channel,
+                    attempt,
+                    give_up,
+                    exc,
                 )
                 await self._bus.mark_failed(
                     message.id, error=repr(exc), retry_in=None if give_up else delay

@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
-from sqlmodel import col
 
 from core.providers.base import ChatMessage, ToolCall
 from core.store.engine import Store
@@ -19,6 +18,7 @@ __all__ = ["HistoryEntry", "SessionInfo", "SessionState", "SessionStore"]
 
 _sessions = SessionRow.__table__  # type: ignore[attr-defined]
 _history = HistoryRow.__table__  # type: ignore[attr-defined]
+_inbound = InboundRow.__table__  # type: ignore[attr-defined]
 _INSERT_HISTORY = insert(_history)
 _SESSION_COLUMNS = select(
     _sessions.c.key,
@@ -47,7 +47,9 @@ _HISTORY_WINDOW = (
 _TOUCH = (
     update(_sessions)
     .where(_sessions.c.key == bindparam("b_key"))
-    .values(updated_at=bindparam("now"), message_count=_sessions.c.message_count + bindparam("added"))
+    .values(
+        updated_at=bindparam("now"), message_count=_sessions.c.message_count + bindparam("added")
+    )
 )
 _TOUCH_SUMMARY = _TOUCH.values(summary=bindparam("b_summary"), summary_upto=bindparam("upto"))
 
@@ -94,7 +96,9 @@ class SessionInfo:
         }
 
 
-def _row_values(key: str, epoch: int, inbound_id: str | None, m: ChatMessage, now: float) -> dict[str, object]:
+def _row_values(
+    key: str, epoch: int, inbound_id: str | None, m: ChatMessage, now: float
+) -> dict[str, object]:
     calls = json.dumps([c.model_dump() for c in m.tool_calls]) if m.tool_calls else None
     return {
         "session_key": key,
@@ -109,10 +113,12 @@ def _row_values(key: str, epoch: int, inbound_id: str | None, m: ChatMessage, no
     }
 
 
-def _to_message(role: str, content: str, tool_calls: str | None, call_id: str | None, name: str | None) -> ChatMessage:
+def _to_message(
+    role: str, content: str, tool_calls: str | None, call_id: str | None, name: str | None
+) -> ChatMessage:
     calls = tuple(ToolCall.model_validate(c) for c in json.loads(tool_calls or "[]"))
     return ChatMessage(
-        role=role,  # type: ignore[arg-type]
+        role=role,
         content=content,
         tool_calls=calls,
         tool_call_id=call_id,
@@ -170,7 +176,9 @@ class SessionStore:
         if not messages:
             return
         now = self._clock()
-        conn.execute(_INSERT_HISTORY, [_row_values(key, epoch, inbound_id, m, now) for m in messages])
+        conn.execute(
+            _INSERT_HISTORY, [_row_values(key, epoch, inbound_id, m, now) for m in messages]
+        )
 
     def discard_attempt_in(self, conn: Connection, *, key: str, inbound_id: str) -> int:
         """Drop what an interrupted earlier attempt of ``inbound_id`` wrote (not the user turn)."""
@@ -224,22 +232,37 @@ class SessionStore:
             conn.execute(
                 update(_sessions)
                 .where(_sessions.c.key == key)
-                .values(epoch=state.epoch + 1, summary=None, summary_upto=0, updated_at=self._clock())
+                .values(
+                    epoch=state.epoch + 1, summary=None, summary_upto=0, updated_at=self._clock()
+                )
             )
             return state.epoch + 1
 
         return await self._store.transact(job)
 
-    async def list(self, *, limit: int = 1000) -> list[SessionInfo]:
+    async def list_sessions(self, *, limit: int = 1000) -> list[SessionInfo]:
+        """The most recently active sessions with their queued message counts."""
         pending = (
-            select(InboundRow.session_key, func.count())
-            .where(col(InboundRow.status).in_(["pending", "claimed"]))
-            .group_by(col(InboundRow.session_key))
+            select(_inbound.c.session_key, func.count())
+            .where(_inbound.c.status.in_(["pending", "claimed"]))
+            .group_by(_inbound.c.session_key)
         )
-        query = select(SessionRow).order_by(col(SessionRow.updated_at).desc()).limit(limit)
+        query = (
+            select(
+                _sessions.c.key,
+                _sessions.c.channel,
+                _sessions.c.created_at,
+                _sessions.c.updated_at,
+                _sessions.c.epoch,
+                _sessions.c.message_count,
+            )
+            .order_by(_sessions.c.updated_at.desc())
+            .limit(limit)
+        )
         async with self._store.read() as s:
-            counts = {k: n for k, n in (await s.exec(pending)).all()}
-            rows = (await s.exec(query)).scalars().all()
+            conn = await s.connection()
+            counts = {k: n for k, n in (await conn.execute(pending)).all()}
+            rows = (await conn.execute(query)).all()
         return [
             SessionInfo(
                 key=r.key,
@@ -256,11 +279,12 @@ class SessionStore:
     async def all_history(self, key: str, *, limit: int = 1000) -> list[tuple[int, str, str]]:
         """(epoch, role, content) of the newest stored messages, oldest first (for display)."""
         query = (
-            select(HistoryRow.epoch, HistoryRow.role, HistoryRow.content)
-            .where(col(HistoryRow.session_key) == key)
-            .order_by(col(HistoryRow.id).desc())
+            select(_history.c.epoch, _history.c.role, _history.c.content)
+            .where(_history.c.session_key == key)
+            .order_by(_history.c.id.desc())
             .limit(limit)
         )
         async with self._store.read() as s:
-            rows = (await s.exec(query)).all()
+            conn = await s.connection()
+            rows = (await conn.execute(query)).all()
         return [(int(e), str(r), str(c)) for e, r, c in reversed(rows)]

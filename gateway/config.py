@@ -21,6 +21,7 @@ from pydantic_settings import (
 from core.agent.config import AgentConfig
 from core.errors import ConfigError
 from core.providers.config import ProviderConfig
+from core.scheduler import SchedulerConfig
 from core.store.config import StoreConfig
 from core.tools.config import ToolsConfig
 from gateway.logging_setup import LogConfig
@@ -50,7 +51,10 @@ class FamiliarConfig(BaseSettings):
     """Every setting of familiar; sections mirror ``config.toml``."""
 
     model_config = SettingsConfigDict(
-        env_prefix="FAMILIAR_", env_nested_delimiter="__", extra="forbid", nested_model_default_partial_update=True
+        env_prefix="FAMILIAR_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        nested_model_default_partial_update=True,
     )
 
     workspace: Path | None = None
@@ -61,6 +65,9 @@ class FamiliarConfig(BaseSettings):
     store: StoreConfig = Field(default_factory=StoreConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """``[channels.<name>]`` tables; each channel validates its own (``enabled = true``)."""
 
     @classmethod
     def settings_customise_sources(
@@ -96,7 +103,8 @@ def load_config(home: Path, **overrides: Any) -> FamiliarConfig:
         {"model_config": {**FamiliarConfig.model_config, "toml_file": path}},
     )
     try:
-        return bound(**overrides)
+        config: FamiliarConfig = bound(**overrides)
+        return config
     except ValidationError as exc:
         problems = [_describe(e) for e in exc.errors()]  # type: ignore[arg-type]
         first_key = ".".join(str(p) for p in exc.errors()[0]["loc"])

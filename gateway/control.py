@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from aiohttp import web
 from sqlalchemy.engine import make_url
@@ -279,7 +279,7 @@ class _ControlApi:
         return web.json_response(found.as_json())
 
     async def sessions(self, _request: web.Request) -> web.Response:
-        listed = await self._s.core.services.sessions.list()
+        listed = await self._s.core.services.sessions.list_sessions()
         return web.json_response({"sessions": [info.as_json() for info in listed]})
 
     async def session(self, request: web.Request) -> web.Response:
@@ -288,8 +288,7 @@ class _ControlApi:
         info = await queries.session_info(services.store, key)
         if info is None:
             return _error(404, f"unknown session {key!r}")
-        # cast: SessionStore.list shadows the builtin in all_history's annotation.
-        history = cast(list[tuple[int, str, str]], await services.sessions.all_history(key))
+        history = await services.sessions.all_history(key)
         events = []
         if request.query.get("events", "").lower() in _TRUE:
             events = [e.as_json() for e in await services.events.list(key)]

@@ -159,7 +159,7 @@ class ControlClient:
         text: str,
         *,
         stream: bool = True,
-        timeout: float | None = None,  # noqa: ASYNC109 - the daemon's wait, sent on the wire
+        timeout: float | None = None,
         autopilot: bool = False,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """``POST /v1/messages``: publish a message and yield the NDJSON events of its answer.

@@ -23,11 +23,14 @@ from channels.cli import CliChannel
 from core.app import CoreApp, build_core
 from core.delivery import DeliveryWorker
 from core.errors import ConfigError, FamiliarError
+from core.heartbeat import HeartbeatService
+from core.messages import OutboundMessage
 from core.providers.base import Provider
 from core.providers.factory import build_provider
 from core.store.engine import Store
 from gateway.config import CONFIG_FILE, FamiliarConfig, default_home, load_config
 from gateway.control import ControlServer, ControlState, build_control_app, mask_url
+from gateway.control_schedules import add_schedule_routes
 from gateway.init import RUN_DIR, init_home
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
@@ -246,6 +249,7 @@ class _Gateway:
         self.http_runner: web.AppRunner | None = None
         self.http_site: web.TCPSite | None = None
         self.control: ControlServer | None = None
+        self.heartbeat: HeartbeatService | None = None
         self.runtime_started = False
         self.stopping = False
 
@@ -302,6 +306,7 @@ class _Gateway:
             agent=self.config.agent,
             tools=self.config.tools,
             provider=provider,
+            scheduler=self.config.scheduler,
             store=self.store,
         )
         self.channels += load_channels(
@@ -327,11 +332,32 @@ class _Gateway:
         await self.core.start()
         self.runtime_started = True
         await self._start_http()
+        schedules = self.core.schedules
+        self.heartbeat = HeartbeatService(
+            config=self.config.scheduler.heartbeat,
+            scheduler=schedules,
+            bus=self.core.bus,
+            store=self.store,
+            workspace=self.workspace,
+            deliver=self._deliver_elsewhere,
+        )
+        await self.heartbeat.start()
         self.control = ControlServer(
-            build_control_app(self.state), self.home / RUN_DIR / SOCKET_FILE
+            build_control_app(
+                self.state, extra_routes=[lambda app: add_schedule_routes(app, schedules)]
+            ),
+            self.home / RUN_DIR / SOCKET_FILE,
         )
         await self.control.start()
         log.info("control socket %s", self.control.path)
+
+    async def _deliver_elsewhere(self, message: OutboundMessage) -> None:
+        """Send a reply through the channel its delivery names (heartbeat check-ins)."""
+        for channel in self.channels:
+            if channel.name == message.delivery.channel:
+                await channel.send(message)
+                return
+        raise LookupError(f"no running channel named {message.delivery.channel!r}")
 
     def _build_provider(self, choice: ProviderChoice | None) -> Provider | None:
         if choice is None:
@@ -386,11 +412,7 @@ class _Gateway:
         self.stopping = True
         busy = self.core.runtime.busy_sessions if self.core and self.runtime_started else 0
         sd_notify(f"STOPPING=1\nSTATUS=stopping: finishing {busy} running turn(s)")
-        # Stop intake first: no new control requests or HTTP deliveries.
-        if self.control is not None:
-            await self.control.stop_listening()
-        if self.http_site is not None:
-            await self.http_site.stop()
+        await self._stop_intake()
         if self.core is not None and self.runtime_started:
             await self.core.runtime.stop(grace=self.config.agent.shutdown_grace)
             await self._drain_outbox(self.core)
@@ -413,6 +435,17 @@ class _Gateway:
         elif self.store is not None:
             await self.store.close()
         log.info("stopped")
+
+    async def _stop_intake(self) -> None:
+        """No new control requests, HTTP deliveries, check-ins or schedule firings."""
+        if self.control is not None:
+            await self.control.stop_listening()
+        if self.http_site is not None:
+            await self.http_site.stop()
+        if self.heartbeat is not None:
+            await self.heartbeat.stop()
+        if self.core is not None and self.core.schedules.running:
+            await self.core.schedules.stop()
 
     async def _drain_outbox(self, core: CoreApp) -> None:
         """Give replies settled during the grace a moment to reach their channels."""

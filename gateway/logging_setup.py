@@ -45,9 +45,7 @@ class _TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
         ctx = " ".join(
-            f"{k}={v}"
-            for k in ("session_key", "message_id")
-            if (v := getattr(record, k, None))
+            f"{k}={v}" for k in ("session_key", "message_id") if (v := getattr(record, k, None))
         )
         line = f"{stamp} {record.levelname:<7} {record.name}: {record.getMessage()}"
         if ctx:

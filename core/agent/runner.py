@@ -111,7 +111,8 @@ async def run_agent(
         )
         for call in completion.tool_calls:
             await observer.event(
-                EventType.TOOL_START, {"tool": call.name, "call_id": call.id, "arguments": call.arguments}
+                EventType.TOOL_START,
+                {"tool": call.name, "call_id": call.id, "arguments": call.arguments},
             )
             outcome = await tools.execute(call, tool_context)
             tool_message = ChatMessage(

@@ -1,4 +1,4 @@
-"""The agent runtime: claims messages, runs one turn per session at a time, many sessions at once."""
+"""The agent runtime: claims messages; one turn per session at a time, many sessions at once."""
 
 from __future__ import annotations
 
@@ -39,9 +39,21 @@ class AgentRuntime:
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        services.commands.register("stop", self._stop_command, usage="/stop", summary="stop the running turn of this session")
-        services.commands.register("new", self._new_command, usage="/new", summary="start a fresh conversation (history is kept, not shown to the model)")
-        services.commands.register("status", self._status_command, usage="/status", summary="this session, queue and model")
+        services.commands.register(
+            "stop",
+            self._stop_command,
+            usage="/stop",
+            summary="stop the running turn of this session",
+        )
+        services.commands.register(
+            "new",
+            self._new_command,
+            usage="/new",
+            summary="start a fresh conversation (history is kept, not shown to the model)",
+        )
+        services.commands.register(
+            "status", self._status_command, usage="/status", summary="this session, queue and model"
+        )
 
     @property
     def busy_sessions(self) -> int:
@@ -82,7 +94,9 @@ class AgentRuntime:
             free = cfg.max_concurrent_sessions - len(self._running)
             if free > 0:
                 try:
-                    claims = await self._s.bus.claim(owner=self.owner, limit=free, lease_seconds=cfg.lease_seconds)
+                    claims = await self._s.bus.claim(
+                        owner=self.owner, limit=free, lease_seconds=cfg.lease_seconds
+                    )
                 except Exception:
                     log.exception("claim failed; retrying")
                     claims = []
@@ -95,7 +109,7 @@ class AgentRuntime:
 
     async def _wait_for_work(self, timeout: float | None) -> None:
         self._slot_freed.clear()
-        waiters = [asyncio.ensure_future(self._slot_freed.wait())]
+        waiters: list[asyncio.Future[object]] = [asyncio.ensure_future(self._slot_freed.wait())]
         if timeout is not None:
             waiters.append(asyncio.ensure_future(self._s.bus.wait_inbound(timeout)))
         try:
@@ -139,7 +153,10 @@ class AgentRuntime:
     async def _stop_command(self, message: InboundMessage, _args: str) -> str:
         stopped = 0
         for running in list(self._running.values()):
-            if running.message.session_key == message.session_key and running.message.id != message.id:
+            if (
+                running.message.session_key == message.session_key
+                and running.message.id != message.id
+            ):
                 running.stop.set()
                 running.task.cancel()
                 stopped += 1
@@ -154,6 +171,7 @@ class AgentRuntime:
         provider = self._s.provider.name if self._s.provider else "none configured"
         count = row.message_count if row else 0
         return (
-            f"session {message.session_key} · {count} messages · context #{row.epoch if row else 0}\n"
+            f"session {message.session_key} · {count} messages · "
+            f"context #{row.epoch if row else 0}\n"
             f"provider {provider} · {len(self._running)} turns running in this process"
         )

@@ -59,7 +59,9 @@ class _TurnObserver:
         self.pending.append(self._event(type, data))
         if type == EventType.TOOL_START and self._stream:
             self._emit(Progress, f"running {data['tool']}…")
-        if type == EventType.TURN_END and any(e.type == EventType.TOOL_COMPLETE for e in self.pending):
+        if type == EventType.TURN_END and any(
+            e.type == EventType.TOOL_COMPLETE for e in self.pending
+        ):
             await self.flush()  # a tool loop can be long: keep the log current
 
     async def delta(self, text: str) -> None:
@@ -145,7 +147,12 @@ class TurnHandler:
         return Event(m.session_key, EventType.USER_MESSAGE, m.id, data)
 
     async def _command(self, message: InboundMessage) -> _Outcome:
-        user = Event(message.session_key, EventType.USER_MESSAGE, message.id, {"text": message.text, "origin": message.origin})
+        user = Event(
+            message.session_key,
+            EventType.USER_MESSAGE,
+            message.id,
+            {"text": message.text, "origin": message.origin},
+        )
         try:
             return _Outcome(await self._s.commands.dispatch(message), events=[user])
         except CommandError as exc:
@@ -161,7 +168,10 @@ class TurnHandler:
             redelivered = claim.attempt > 1
             if redelivered:
                 s.sessions.discard_attempt_in(conn, key=state.key, inbound_id=message.id)
-            if not (redelivered and s.sessions.has_user_turn_in(conn, key=state.key, inbound_id=message.id)):
+            if not (
+                redelivered
+                and s.sessions.has_user_turn_in(conn, key=state.key, inbound_id=message.id)
+            ):
                 s.sessions.add_messages_in(
                     conn,
                     key=state.key,
@@ -182,7 +192,9 @@ class TurnHandler:
         window = s.context.window([h.message for h in history], summary=state.summary)
         summary, summary_update = state.summary, None
         if window.dropped:
-            summary = compact(window.dropped, state.summary, max_chars=s.config.context.summary_max_chars)
+            summary = compact(
+                window.dropped, state.summary, max_chars=s.config.context.summary_max_chars
+            )
             summary_update = (summary, history[len(window.dropped) - 1].id)
         tool_context = ToolContext(
             workspace=s.workspace,
@@ -242,16 +254,34 @@ class TurnHandler:
     ) -> _Outcome:
         s = self._s
         if result.task_complete:
-            events.append(Event(message.session_key, EventType.TASK_COMPLETE, message.id, {"summary": result.text}))
+            events.append(
+                Event(
+                    message.session_key,
+                    EventType.TASK_COMPLETE,
+                    message.id,
+                    {"summary": result.text},
+                )
+            )
         events.append(
-            Event(message.session_key, EventType.IDLE, message.id, {"llm_calls": result.llm_calls, "stop": result.stop})
+            Event(
+                message.session_key,
+                EventType.IDLE,
+                message.id,
+                {"llm_calls": result.llm_calls, "stop": result.stop},
+            )
         )
 
         def write(conn: Connection) -> None:
             s.sessions.add_messages_in(
-                conn, key=state.key, epoch=state.epoch, inbound_id=message.id, messages=result.messages
+                conn,
+                key=state.key,
+                epoch=state.epoch,
+                inbound_id=message.id,
+                messages=result.messages,
             )
-            s.sessions.touch_in(conn, key=state.key, added=len(result.messages) + 1, summary=summary_update)
+            s.sessions.touch_in(
+                conn, key=state.key, added=len(result.messages) + 1, summary=summary_update
+            )
 
         text = result.text.strip() or "(no reply)"
         if result.stop == "max_iterations":

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, and_, bindparam, delete, func, or_, select, update
-from sqlmodel import col
 
 from core.bus.base import Claim, DueReply, Published
 from core.bus.owner import owner_is_dead
@@ -225,11 +224,16 @@ class SqlBus:
         reply: OutboundMessage | None,
         failed: bool = False,
     ) -> bool:
-        """The settle write, inside a caller's transaction job. Call :meth:`notify_reply` after commit."""
+        """The settle write inside a caller's transaction job; call :meth:`notify_reply` after."""
         now = self._clock()
         res = conn.execute(
             _SETTLE,
-            {"message_id": message_id, "owner": owner, "b_status": "failed" if failed else "done", "now": now},
+            {
+                "message_id": message_id,
+                "owner": owner,
+                "b_status": "failed" if failed else "done",
+                "now": now,
+            },
         )
         if reply is not None:
             conn.execute(insert_ignore(self._store.dialect, _outbound), reply_row(reply, now))
@@ -313,19 +317,19 @@ class SqlBus:
     # -- outbox --------------------------------------------------------------------------
 
     async def due_outbound(self, channel: str, *, limit: int) -> list[DueReply]:
+        query = (
+            select(_outbound.c.payload, _outbound.c.attempts)
+            .where(
+                _outbound.c.channel == channel,
+                _outbound.c.status == "pending",
+                _outbound.c.next_attempt_at <= self._clock(),
+            )
+            .order_by(_outbound.c.created_at)
+            .limit(limit)
+        )
         async with self._store.read() as s:
-            rows = (
-                await s.exec(
-                    select(OutboundRow.payload, OutboundRow.attempts)
-                    .where(
-                        col(OutboundRow.channel) == channel,
-                        col(OutboundRow.status) == "pending",
-                        col(OutboundRow.next_attempt_at) <= self._clock(),
-                    )
-                    .order_by(col(OutboundRow.created_at))
-                    .limit(limit)
-                )
-            ).all()
+            conn = await s.connection()
+            rows = (await conn.execute(query)).all()
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a in rows]
 
     async def mark_delivered(self, outbound_id: str) -> bool:
@@ -336,7 +340,10 @@ class SqlBus:
         return bool(res == 1)
 
     async def mark_failed(self, outbound_id: str, *, error: str, retry_in: float | None) -> None:
-        values: dict[str, object] = {"attempts": _outbound.c.attempts + 1, "last_error": error[:2000]}
+        values: dict[str, object] = {
+            "attempts": _outbound.c.attempts + 1,
+            "last_error": error[:2000],
+        }
         if retry_in is None:
             values["status"] = "failed"
         else:

@@ -16,7 +16,9 @@ def make_client(timeout: httpx.Timeout, *, max_connections: int = 1000) -> httpx
     pool the top cost at a thousand concurrent sessions (see README, Benchmarks);
     aiohttp's connector does not. The provider code keeps speaking httpx.
     """
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    limits = httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
     return httpx.AsyncClient(timeout=timeout, transport=_Transport(limits=limits))
 
 

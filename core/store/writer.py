@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, event
 
-__all__ = ["SqliteWriter", "Job"]
+__all__ = ["Job", "SqliteWriter"]
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,9 @@ class SqliteWriter:
         self._max_batch = max_batch
         self._queue: list[_Queued] = []
         self._wake = asyncio.Event()
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="familiar-sqlite-writer")
+        self._thread = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="familiar-sqlite-writer"
+        )
         self._conn: Connection | None = None
         # The connection lives in the writer thread only.
         self._task: asyncio.Task[None] | None = None

@@ -157,7 +157,7 @@ def exec_tools(config: ToolsConfig) -> list[Tool]:
 
     # The argument is the model's public ``timeout`` (design.md), hence the noqa.
     @tool(name="exec", description=description)
-    async def exec_(ctx: ToolContext, command: str, timeout: float | None = None) -> str:  # noqa: ASYNC109
+    async def exec_(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
         """Run a shell command in the workspace.
 
         Args:

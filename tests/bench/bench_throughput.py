@@ -142,8 +142,18 @@ def _case_main(args: argparse.Namespace) -> None:
 
 def _start_fake(latency_ms: int) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.fake_openai", "--port", "0", "--latency-ms", str(latency_ms)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "tests.fakes.fake_openai",
+            "--port",
+            "0",
+            "--latency-ms",
+            str(latency_ms),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().split()
@@ -168,12 +178,27 @@ def main() -> None:
         fake, base_url = _start_fake(latency)
         try:
             for n in [int(x) for x in args.sizes.split(",")]:
-                cmd = [sys.executable, "-m", "tests.bench.bench_throughput", "--case", "--n", str(n), "--base-url", base_url]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "tests.bench.bench_throughput",
+                    "--case",
+                    "--n",
+                    str(n),
+                    "--base-url",
+                    base_url,
+                ]
                 if args.store_url:
                     cmd += ["--store-url", args.store_url]
-                if args.profile and n == max(int(x) for x in args.sizes.split(",")) and latency == 0:
+                if (
+                    args.profile
+                    and n == max(int(x) for x in args.sizes.split(","))
+                    and latency == 0
+                ):
                     cmd += ["--profile", args.profile]
-                out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+                out = subprocess.run(
+                    cmd, cwd=ROOT, capture_output=True, text=True, check=True
+                ).stdout
                 if args.profile and "--profile" in cmd:
                     print(out)
                 row = json.loads(out.strip().splitlines()[-1]) | {"llm_latency_ms": latency}

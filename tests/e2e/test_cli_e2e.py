@@ -110,7 +110,10 @@ def home(fake_openai: str) -> Iterator[Path]:
         f'base_url = "{fake_openai}"\n'
         'model = "fake"\n'
         'api_key = "sk-test"\n'
-        "max_retries = 0\n"
+        # Loopback under load can stall: retry those; a 4xx is never retried anyway.
+        "max_retries = 2\n"
+        "retry_backoff = 0.1\n"
+        "timeout_connect = 30.0\n"
         "\n[http]\nport = 0\n",
         encoding="utf-8",
     )

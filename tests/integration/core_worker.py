@@ -1,4 +1,4 @@
-"""A bare core runtime process (no gateway) for crash tests: ``python -m ... STORE_URL WS BASE_URL``."""
+"""A bare core runtime process for crash tests: ``python -m ... STORE_URL WS BASE_URL``."""
 
 from __future__ import annotations
 

@@ -61,7 +61,10 @@ async def test_different_sessions_overlap_in_time(store_url: str, tmp_path: Path
 
     agent = AgentConfig(max_concurrent_sessions=8)
     async with running_core(
-        store_url=store_url, workspace=tmp_path / "ws", provider=FunctionProvider(reply), agent=agent
+        store_url=store_url,
+        workspace=tmp_path / "ws",
+        provider=FunctionProvider(reply),
+        agent=agent,
     ) as (app, replies):
         msgs = [inbound(f"cli:s{i}", "go") for i in range(8)]
         for m in msgs:
@@ -107,7 +110,9 @@ async def test_turn_start_events_equal_llm_calls_with_max_iterations(
     store_url: str, tmp_path: Path
 ) -> None:
     def always_tool(request: ChatRequest) -> Completion:
-        return Completion(tool_calls=(ToolCall(id=f"c{len(request.messages)}", name="list_dir", arguments={}),))
+        return Completion(
+            tool_calls=(ToolCall(id=f"c{len(request.messages)}", name="list_dir", arguments={}),)
+        )
 
     provider = FunctionProvider(always_tool)
     async with running_core(
@@ -130,7 +135,11 @@ async def test_autopilot_continues_until_task_complete(store_url: str, tmp_path:
         replies=[
             "working on it",
             "still working",
-            Completion(tool_calls=(ToolCall(id="t1", name="task_complete", arguments={"summary": "all done"}),)),
+            Completion(
+                tool_calls=(
+                    ToolCall(id="t1", name="task_complete", arguments={"summary": "all done"}),
+                )
+            ),
         ]
     )
     async with running_core(store_url=store_url, workspace=tmp_path / "ws", provider=provider) as (
@@ -153,7 +162,11 @@ async def test_provider_down_gives_clear_error_reply_and_session_lives_on(
         fake.script(Status(503), Status(503), "back again")
         provider = OpenAIProvider(
             config=ProviderConfig(
-                kind="openai", base_url=fake.base_url, model="fake", max_retries=1, retry_backoff=0.01
+                kind="openai",
+                base_url=fake.base_url,
+                model="fake",
+                max_retries=1,
+                retry_backoff=0.01,
             )
         )
         async with running_core(
@@ -165,7 +178,9 @@ async def test_provider_down_gives_clear_error_reply_and_session_lives_on(
             second = inbound("cli:down", "and now?")
             await app.bus.publish_inbound(second)
             (ok,) = await replies.wait([second.id])
-            types = [e.type for e in await app.services.events.list("cli:down", message_id=first.id)]
+            types = [
+                e.type for e in await app.services.events.list("cli:down", message_id=first.id)
+            ]
         await provider.aclose()
     assert err.kind == "error" and "provider" in err.text.lower() and "503" in err.text
     assert EventType.ERROR in types and types[-1] == EventType.IDLE

@@ -76,7 +76,11 @@ async def test_reply_is_stored_once_per_inbound(store: Store) -> None:
     await bus.publish_inbound(m1)
     await bus.claim(owner="w", limit=5, lease_seconds=30)
     reply = OutboundMessage(
-        id=reply_id_for(m1.id), inbound_id=m1.id, session_key="cli:a", delivery=m1.delivery, text="x"
+        id=reply_id_for(m1.id),
+        inbound_id=m1.id,
+        session_key="cli:a",
+        delivery=m1.delivery,
+        text="x",
     )
     await bus.settle(m1.id, owner="w", reply=reply)
     await bus.settle(m1.id, owner="w", reply=reply.model_copy(update={"text": "second"}))

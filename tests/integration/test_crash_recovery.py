@@ -23,8 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 async def _spawn(store_url: str, ws: Path, base_url: str) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.integration.core_worker", store_url, str(ws), base_url,
-        cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "tests.integration.core_worker",
+        store_url,
+        str(ws),
+        base_url,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None
     async with asyncio.timeout(60):
