@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from core.agent.commands import CommandRouter
@@ -15,6 +17,7 @@ from core.agent.task_complete import task_complete
 from core.bus.ephemeral import EphemeralHub
 from core.bus.sql import SqlBus
 from core.events import EventLog
+from core.messages import utcnow
 from core.providers.base import Provider
 from core.schedule_commands import register_schedule_commands
 from core.schedule_tool import manage_schedule
@@ -69,6 +72,7 @@ async def build_core(
     provider: Provider | None,
     scheduler: SchedulerConfig | None = None,
     store: Store | None = None,
+    schedule_clock: Callable[[], datetime] = utcnow,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime."""
     await asyncio.to_thread(scaffold_workspace, workspace)
@@ -97,6 +101,7 @@ async def build_core(
         store=store,
         bus=services.bus,
         events=services.events,
+        clock=schedule_clock,
     )
     register_schedule_commands(services.commands, schedules)
     services.tool_extras["scheduler"] = schedules

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 
 from core.agent.config import AgentConfig
 from core.app import CoreApp, build_core
-from core.messages import Delivery, InboundMessage, OutboundMessage
+from core.messages import Delivery, InboundMessage, OutboundMessage, utcnow
 from core.providers.base import Provider
+from core.scheduler import SchedulerConfig
 from core.tools.config import ToolsConfig
 
 
@@ -52,6 +54,8 @@ async def running_core(
     provider: Provider | None,
     agent: AgentConfig | None = None,
     tools: ToolsConfig | None = None,
+    scheduler: SchedulerConfig | None = None,
+    schedule_clock: Callable[[], datetime] = utcnow,
 ) -> AsyncIterator[tuple[CoreApp, Replies]]:
     app = await build_core(
         store_url=store_url,
@@ -59,6 +63,8 @@ async def running_core(
         agent=agent or AgentConfig(),
         tools=tools or ToolsConfig(),
         provider=provider,
+        scheduler=scheduler,
+        schedule_clock=schedule_clock,
     )
     replies = Replies(app)
     pump = asyncio.create_task(replies.pump())

@@ -24,8 +24,6 @@ from core.heartbeat import HEARTBEAT_FILE, HeartbeatService
 from core.messages import OutboundMessage, utcnow
 from core.providers.base import Completion, ToolCall
 from core.providers.scripted import ScriptedProvider
-from core.schedule_commands import register_schedule_commands
-from core.schedule_tool import manage_schedule
 from core.scheduler import (
     HeartbeatConfig,
     SchedulerConfig,
@@ -58,13 +56,7 @@ def make_service(
     store: Store, app: CoreApp | None, clock: Callable[[], datetime]
 ) -> ScheduleService:
     if app is not None:
-        return ScheduleService(
-            config=SchedulerConfig(timezone="UTC"),
-            store=app.store,
-            bus=app.bus,
-            events=app.services.events,
-            clock=clock,
-        )
+        return app.schedules
     return ScheduleService(
         config=SchedulerConfig(timezone="UTC"),
         store=store,
@@ -78,19 +70,14 @@ def make_service(
 async def scheduled_core(
     store_url: str, workspace: Path, provider: ScriptedProvider, clock: Callable[[], datetime]
 ) -> AsyncIterator[tuple[CoreApp, Replies, ScheduleService]]:
-    async with running_core(store_url=store_url, workspace=workspace, provider=provider) as (
-        app,
-        replies,
-    ):
-        service = make_service(app.store, app, clock)
-        await service.start()
-        register_schedule_commands(app.services.commands, service)
-        app.services.tools.register(manage_schedule)
-        app.services.tool_extras["scheduler"] = service
-        try:
-            yield app, replies, service
-        finally:
-            await service.stop()
+    async with running_core(
+        store_url=store_url,
+        workspace=workspace,
+        provider=provider,
+        scheduler=SchedulerConfig(timezone="UTC"),
+        schedule_clock=clock,
+    ) as (app, replies):
+        yield app, replies, app.schedules
 
 
 async def say(app: CoreApp, replies: Replies, text: str, session: str = SESSION) -> OutboundMessage:
@@ -314,14 +301,16 @@ async def heartbeat_core(
     tmp_path: Path, provider: ScriptedProvider, clock: Clock, *, instructions: str | None
 ) -> AsyncIterator[tuple[HeartbeatService, list[OutboundMessage], CoreApp]]:
     url = f"sqlite+aiosqlite:///{tmp_path / 'familiar.db'}"
-    async with running_core(store_url=url, workspace=tmp_path / "ws", provider=provider) as (
-        app,
-        _,
-    ):
+    async with running_core(
+        store_url=url,
+        workspace=tmp_path / "ws",
+        provider=provider,
+        scheduler=SchedulerConfig(timezone="UTC"),
+        schedule_clock=clock,
+    ) as (app, _):
         if instructions is not None:
             (tmp_path / "ws" / HEARTBEAT_FILE).write_text(f"# Tasks\n{instructions}\n")
-        service = make_service(app.store, app, clock)
-        await service.start()
+        service = app.schedules
         sent: list[OutboundMessage] = []
 
         async def deliver(message: OutboundMessage) -> None:
@@ -341,7 +330,6 @@ async def heartbeat_core(
             yield heartbeat, sent, app
         finally:
             await heartbeat.stop()
-            await service.stop()
 
 
 async def wait_delivered(app: CoreApp, inbound_id: str) -> None:
