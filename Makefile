@@ -51,7 +51,8 @@ test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
 
 bench: $(STAMP)
-	$(BIN)/pytest -q tests/bench
+	$(BIN)/python -m tests.bench.bench_throughput
+	$(BIN)/python -m tests.bench.bench_schedules
 
 # systemd-analyze lints the unit files in tests. Installing it is best effort: without
 # it those tests skip, except under CI=true, where they fail.

@@ -7,9 +7,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
+from core.bus.base import Inbox
 from core.bus.ephemeral import EphemeralHub
-from core.bus.sql import SqlBus
-from core.events import EventLog
 from core.messages import OutboundMessage
 
 __all__ = ["Channel", "ChannelContext", "ChannelFactory"]
@@ -17,11 +16,10 @@ __all__ = ["Channel", "ChannelContext", "ChannelFactory"]
 
 @dataclass(kw_only=True)
 class ChannelContext:
-    """What a channel may use: the bus to publish on, ephemerals, and HTTP routes."""
+    """What a channel may use: the inbox to publish on, ephemerals, and HTTP routes."""
 
-    bus: SqlBus
+    bus: Inbox
     hub: EphemeralHub
-    events: EventLog
     http: web.Application | None = None
     """The gateway's aiohttp app: add routes before start (None when HTTP is off)."""
     extras: dict[str, Any] = field(default_factory=dict)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import json
 import os
 import re
@@ -30,10 +31,11 @@ from rich.table import Table
 
 from core.errors import ConfigError, FamiliarError
 from core.providers.config import ProviderConfig
+from gateway.commands.schedule import schedule_app
 from gateway.config import CONFIG_FILE, FamiliarConfig, default_home, load_config
 from gateway.control_client import ControlClient, ControlError, DaemonUnavailable
-from gateway.daemon import run_gateway
 from gateway.init import init_home
+from gateway.plugins import CHANNELS_GROUP, load_channels
 from gateway.provider_detect import detect_provider
 from gateway.service import ServiceError, ServiceManager, UnitKind
 
@@ -60,6 +62,7 @@ service_app = typer.Typer(no_args_is_help=True, help="Run the gateway as a syste
 app.add_typer(config_app, name="config")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(service_app, name="service")
+app.add_typer(schedule_app, name="schedule")
 
 
 @dataclass(kw_only=True)
@@ -151,10 +154,10 @@ def _print_json(value: object) -> None:
     typer.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
-def _when(stamp: object) -> str:
+def _when(stamp: object, *, clock_only: bool = False) -> str:
     if not isinstance(stamp, int | float):
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+    return time.strftime("%H:%M:%S" if clock_only else "%Y-%m-%d %H:%M:%S", time.localtime(stamp))
 
 
 def _duration(seconds: object) -> str:
@@ -542,13 +545,16 @@ def _print_session(detail: dict[str, Any], *, events: bool) -> None:
         console.print(f"[{style}]{escape(role)}[/]: {escape(str(entry.get('content') or ''))}")
     if not events:
         return
-    table = Table("at", "type", "message", "data")
+    table = Table(box=None, header_style="bold")
+    for column in ("time", "type", "message"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("data", overflow="fold")
     for event in detail.get("events") or []:
         data = json.dumps(event.get("data") or {}, ensure_ascii=False, default=str)
         table.add_row(
-            _when(event.get("at")),
+            _when(event.get("at"), clock_only=True),
             escape(str(event.get("type"))),
-            escape(str(event.get("message_id") or "")[:12]),
+            escape(str(event.get("message_id") or "")[:8]),
             escape(data if len(data) <= 120 else data[:119] + "…"),
         )
     console.print(table)
@@ -748,27 +754,22 @@ async def _check_daemon(home: Path) -> _Check:
 
 
 def _check_channels(config: FamiliarConfig | None) -> list[_Check]:
-    """Each enabled channel has at least one credential set (when it takes any)."""
-    channels = getattr(config, "channels", None)
-    if not isinstance(channels, BaseModel):
+    """Each enabled plugin channel is installed and accepts its table (credentials too)."""
+    if config is None:
         return []
+    entry_points = list(importlib.metadata.entry_points(group=CHANNELS_GROUP))
     checks = []
-    for name in type(channels).model_fields:
-        section = getattr(channels, name)
-        if not isinstance(section, BaseModel) or getattr(section, "enabled", False) is not True:
+    for name, table in config.channels.items():
+        if name == "cli" or not isinstance(table, dict) or table.get("enabled") is not True:
             continue
-        secrets = {
-            field: getattr(section, field)
-            for field, info in type(section).model_fields.items()
-            if "SecretStr" in str(info.annotation)
-        }
-        if secrets and all(v is None for v in secrets.values()):
-            wanted = ", ".join(f"channels.{name}.{f}" for f in secrets)
-            checks.append(_Check(f"channel {name} credentials", False, f"none set: {wanted}"))
+        label = f"channel {name} credentials"
+        try:
+            # Builds the channel (it validates its config) without starting it.
+            load_channels({name: table}, entry_points)
+        except ConfigError as exc:
+            checks.append(_Check(label, False, str(exc)))
         else:
-            set_ = [f for f, v in secrets.items() if v is not None]
-            reason = "set: " + ", ".join(set_) if set_ else "no credentials needed"
-            checks.append(_Check(f"channel {name} credentials", True, reason))
+            checks.append(_Check(label, True, f"[channels.{name}] accepted"))
     return checks
 
 
@@ -819,6 +820,10 @@ def init(home: HomeOption = None) -> None:
 @app.command()
 def gateway(home: HomeOption = None) -> None:
     """Run the gateway in the foreground (what systemd runs)."""
+    # Imported here, not at the top: the daemon's imports (store, scheduler, metrics)
+    # would add most of a second to every other command's start.
+    from gateway.daemon import run_gateway
+
     raise typer.Exit(run_gateway(_home(home)))
 
 

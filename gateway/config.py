@@ -21,7 +21,7 @@ from pydantic_settings import (
 from core.agent.config import AgentConfig
 from core.errors import ConfigError
 from core.providers.config import ProviderConfig
-from core.scheduler import SchedulerConfig
+from core.scheduler_config import SchedulerConfig
 from core.store.config import StoreConfig
 from core.tools.config import ToolsConfig
 from gateway.logging_setup import LogConfig

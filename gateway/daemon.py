@@ -11,12 +11,11 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel
 
 from channels.base import Channel, ChannelContext
 from channels.cli import CliChannel
@@ -34,6 +33,7 @@ from gateway.control_schedules import add_schedule_routes
 from gateway.init import RUN_DIR, init_home
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
+from gateway.plugins import CHANNELS_GROUP, load_channels
 from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
 from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
 
@@ -54,7 +54,6 @@ log = logging.getLogger(__spec__.name if __spec__ is not None else __name__)
 
 EX_CONFIG = 78
 """Exit status for bad configuration (sysexits.h EX_CONFIG)."""
-CHANNELS_GROUP = "familiar.channels"
 LOCK_FILE = "gateway.lock"
 SOCKET_FILE = "gateway.sock"
 _DRAIN_SECONDS = 2.0
@@ -165,65 +164,6 @@ def _make_run_dir(run: Path) -> None:
     os.chmod(run, 0o700)
 
 
-def load_channels(
-    tables: Mapping[str, Any], entry_points: Iterable[importlib.metadata.EntryPoint]
-) -> list[Channel]:
-    """Build the plugin channels whose ``[channels.<name>]`` table says ``enabled = true``.
-
-    Each entry point of the ``familiar.channels`` group resolves to a ChannelFactory,
-    called with the channel's table (without ``enabled``). The built-in ``cli``
-    channel is not loaded here.
-
-    Raises:
-        ConfigError: a channel is enabled but not installed, cannot be imported, rejects
-            its config, or is not a Channel (the message names the channel).
-    """
-    enabled: dict[str, dict[str, Any]] = {}
-    for name, table in tables.items():
-        settings = table.model_dump() if isinstance(table, BaseModel) else dict(table or {})
-        if settings.pop("enabled", False) is True and name != "cli":
-            enabled[name] = settings
-    found = {ep.name: ep for ep in entry_points if ep.name in enabled}
-    channels: list[Channel] = []
-    for name, settings in enabled.items():
-        key = f"channels.{name}"
-        ep = found.get(name)
-        if ep is None:
-            raise ConfigError(
-                f"channel {name!r} is enabled but no package provides it "
-                f"(no {CHANNELS_GROUP!r} entry point named {name!r})",
-                key=key,
-            )
-        try:
-            factory = ep.load()
-        except Exception as exc:
-            raise ConfigError(
-                f"channel plugin {name!r} ({ep.value}) cannot be imported: {exc!r}", key=key
-            ) from exc
-        try:
-            channel = factory(settings)
-        except Exception as exc:
-            raise ConfigError(
-                f"channel {name!r} rejected its config [{key}]: {exc}", key=key
-            ) from exc
-        if not isinstance(channel, Channel):
-            raise ConfigError(
-                f"channel plugin {name!r} ({ep.value}) returned {type(channel).__name__}, "
-                "not a Channel (name, start, stop, send)",
-                key=key,
-            )
-        channels.append(channel)
-    return channels
-
-
-def _channel_tables(config: FamiliarConfig) -> Mapping[str, Any]:
-    # ``[channels.<name>]`` tables, once the config tree has a ``channels`` section.
-    tables = getattr(config, "channels", None)
-    if isinstance(tables, BaseModel):
-        return dict(tables)
-    return tables if isinstance(tables, Mapping) else {}
-
-
 class _Gateway:
     """One run of the daemon: what was started, in order, so it can stop in reverse."""
 
@@ -310,7 +250,7 @@ class _Gateway:
             store=self.store,
         )
         self.channels += load_channels(
-            _channel_tables(self.config), importlib.metadata.entry_points(group=CHANNELS_GROUP)
+            self.config.channels, importlib.metadata.entry_points(group=CHANNELS_GROUP)
         )
         if self.config.http.enabled:
             self.http_app = web.Application()
@@ -376,9 +316,7 @@ class _Gateway:
 
     async def _start_channels(self, core: CoreApp) -> None:
         services = core.services
-        context = ChannelContext(
-            bus=services.bus, hub=services.hub, events=services.events, http=self.http_app
-        )
+        context = ChannelContext(bus=services.bus, hub=services.hub, http=self.http_app)
         for channel in self.channels:
             self.channel_states[channel.name] = "starting"
             try:

@@ -430,6 +430,20 @@ def test_doctor_all_green(daemon: StandIn, home: Path) -> None:
     assert "pid 4242" in result.stdout
 
 
+def test_doctor_checks_enabled_channels(daemon: StandIn, home: Path) -> None:
+    _write_config(
+        home,
+        '[provider]\nkind = "scripted"\n\n[channels.nosuch]\nenabled = true\n'
+        "\n[channels.idle]\nenabled = false\n",
+    )
+    (home / "workspace").mkdir()
+    result = cli("doctor", "--home", str(home))
+    assert result.exit_code == 1
+    assert "✗ channel nosuch credentials" in result.stdout
+    assert "no package provides it" in result.stdout
+    assert "idle" not in result.stdout
+
+
 def test_doctor_invalid_config(home: Path) -> None:
     _write_config(home, "this is not toml = = =\n")
     result = cli("doctor", "--home", str(home))
