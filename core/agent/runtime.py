@@ -127,7 +127,13 @@ class AgentRuntime:
                 try:
                     await self._turns.handle(claim, stop_requested=running.stop)
                 except asyncio.CancelledError:
-                    raise
+                    if not running.stop.is_set() or self._stopping.is_set():
+                        raise
+                    # /stop cancelled the task before its turn began: settle it here.
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
+                    await self._turns.stopped(claim)
                 except Exception:
                     log.exception("turn crashed; the message stays claimable after its lease")
                 finally:

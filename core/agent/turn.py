@@ -104,6 +104,14 @@ class TurnHandler:
             outcome = await self._agent(claim, self._s.provider, stop_requested)
         await self._settle(message, outcome)
 
+    async def stopped(self, claim: Claim) -> None:
+        """Settle a message whose turn was stopped before it began."""
+        message = claim.message
+        stopped = self._error_event(message, "stopped by user", "TurnCancelled")
+        await self._settle(
+            message, _Outcome("Stopped.", "reply", [self._user_event(claim), stopped])
+        )
+
     async def _settle(self, message: InboundMessage, outcome: _Outcome) -> None:
         reply = OutboundMessage(
             id=reply_id_for(message.id),

@@ -249,3 +249,29 @@ async def test_slash_new_and_stop(store_url: str, tmp_path: Path) -> None:
     assert seen[:2] == [1, 1]  # after /new the model sees only the new message
     assert "Stopping" in stopped.text
     assert slow_reply.text == "Stopped."
+
+
+async def test_stop_right_after_claim_still_settles_the_message(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A /stop that lands before the turn task ran must not strand the message."""
+    release = asyncio.Event()
+
+    async def reply(request: ChatRequest) -> str:
+        await release.wait()
+        return "late"
+
+    async with running_core(
+        store_url=store_url, workspace=tmp_path / "ws", provider=FunctionProvider(reply)
+    ) as (app, replies):
+        work = inbound("cli:race", "work")
+        stop = inbound("cli:race", "/stop")
+        # Both are claimed in one batch: the /stop turn may run before the work turn's task.
+        await app.bus.publish_inbound(work)
+        await app.bus.publish_inbound(stop)
+        try:
+            out_work, out_stop = await replies.wait([work.id, stop.id], timeout=20)
+        finally:
+            release.set()
+    assert out_stop.text in ("Stopping the running turn.", "Nothing is running in this session.")
+    assert out_work.text in ("Stopped.", "late")
