@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, or_, select, update
+from sqlalchemy import Connection, Update, and_, bindparam, delete, func, or_, select, update
 
 from core.bus.base import Claim, DueReply, Published
 from core.bus.owner import owner_is_dead
@@ -90,6 +90,15 @@ _DELIVERED = (
 def is_control(text: str) -> bool:
     """Control messages may overtake a busy session's queue (``/stop`` must)."""
     return text.strip().split(" ", 1)[0].lower() in CONTROL_COMMANDS
+
+
+def _owned_claims(message_ids: Sequence[str], owner: str) -> Update:
+    """An UPDATE of those messages that ``owner`` still holds the claim of."""
+    return update(_inbound).where(
+        _inbound.c.id.in_(list(message_ids)),
+        _inbound.c.status == "claimed",
+        _inbound.c.lease_owner == owner,
+    )
 
 
 def reply_row(reply: OutboundMessage, now: float) -> dict[str, object]:
@@ -260,32 +269,16 @@ class SqlBus:
         if not message_ids:
             return
         until = self._clock() + lease_seconds
-        await self._store.transact(
-            lambda conn: conn.execute(
-                update(_inbound)
-                .where(
-                    _inbound.c.id.in_(list(message_ids)),
-                    _inbound.c.status == "claimed",
-                    _inbound.c.lease_owner == owner,
-                )
-                .values(lease_until=until)
-            )
-        )
+        statement = _owned_claims(message_ids, owner).values(lease_until=until)
+        await self._store.transact(lambda conn: conn.execute(statement))
 
     async def release(self, message_ids: Sequence[str], *, owner: str) -> None:
         if not message_ids:
             return
-        await self._store.transact(
-            lambda conn: conn.execute(
-                update(_inbound)
-                .where(
-                    _inbound.c.id.in_(list(message_ids)),
-                    _inbound.c.status == "claimed",
-                    _inbound.c.lease_owner == owner,
-                )
-                .values(status="pending", lease_owner=None, lease_until=None)
-            )
+        statement = _owned_claims(message_ids, owner).values(
+            status="pending", lease_owner=None, lease_until=None
         )
+        await self._store.transact(lambda conn: conn.execute(statement))
         self._inbound_signal.set()
 
     async def release_dead_owners(self, *, is_dead: Callable[[str], bool] = owner_is_dead) -> int:

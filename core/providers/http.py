@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator, AsyncIterator
+
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-__all__ = ["make_client"]
+from core.providers.base import ChatRequest, Completion, StreamEvent
+from core.providers.retry import RetryPolicy, final_completion
+
+__all__ = ["HttpProvider", "make_client", "split_credentials"]
 
 
 def make_client(timeout: httpx.Timeout, *, max_connections: int = 1000) -> httpx.AsyncClient:
@@ -49,3 +54,42 @@ def split_credentials(url: str) -> tuple[str, str | None]:
     auth = httpx.BasicAuth(parsed.username, parsed.password)
     header = next(auth.auth_flow(httpx.Request("GET", url))).headers["Authorization"]
     return str(parsed.copy_with(username=None, password=None)), header
+
+
+class HttpProvider:
+    """What the HTTP providers share: retries around one attempt, and the client's life.
+
+    Subclasses set ``_retry``, ``_client`` and ``_owns_client`` and implement one
+    streaming and one non-streaming attempt.
+    """
+
+    _retry: RetryPolicy
+    _client: httpx.AsyncClient
+    _owns_client: bool
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one call: text deltas, then one :class:`Completion`.
+
+        Raises:
+            ProviderError: a subclass, once retries are exhausted or after output began.
+        """
+        return self._retry.run(lambda: self._stream_once(request))
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """One call without streaming.
+
+        Raises:
+            ProviderError: a subclass, once retries are exhausted.
+        """
+        return await final_completion(self._retry.run(lambda: self._complete_once(request)))
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider created it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    def _stream_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        raise NotImplementedError
+
+    def _complete_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        raise NotImplementedError

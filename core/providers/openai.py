@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx
@@ -21,12 +21,11 @@ from core.providers.base import (
     Usage,
 )
 from core.providers.config import DEFAULT_BASE_URLS, ProviderConfig
-from core.providers.http import make_client, split_credentials
+from core.providers.http import HttpProvider, make_client, split_credentials
 from core.providers.retry import (
     RetryPolicy,
     StatusFailure,
     display_url,
-    final_completion,
     parse_json,
     raise_for_status,
 )
@@ -36,7 +35,7 @@ __all__ = ["OpenAIProvider"]
 logger = logging.getLogger(__name__)
 
 
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """An OpenAI-compatible Chat Completions endpoint, streamed over SSE.
 
     Needs nothing vendor-specific: any server that speaks ``POST {base_url}/chat/completions``
@@ -83,27 +82,6 @@ class OpenAIProvider:
             self._headers["Authorization"] = f"Bearer {config.api_key.get_secret_value()}"
         self._owns_client = client is None
         self._client = client if client is not None else make_client(self._timeout)
-
-    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        """Stream one call: text deltas, then one :class:`Completion`.
-
-        Raises:
-            ProviderError: a subclass, once retries are exhausted or after output began.
-        """
-        return self._retry.run(lambda: self._stream_once(request))
-
-    async def complete(self, request: ChatRequest) -> Completion:
-        """One call without streaming.
-
-        Raises:
-            ProviderError: a subclass, once retries are exhausted.
-        """
-        return await final_completion(self._retry.run(lambda: self._complete_once(request)))
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this provider created it."""
-        if self._owns_client:
-            await self._client.aclose()
 
     async def _stream_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         body = self._payload(request, stream=True)

@@ -8,7 +8,7 @@ import json
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -35,21 +35,11 @@ from core.store.engine import Store
 from core.store.models import OutboundRow
 from gateway.commands.schedule import schedule_app
 from gateway.control_schedules import add_schedule_routes
+from tests.clock import T0
+from tests.clock import ManualClock as Clock
 from tests.integration.harness import Replies, inbound, running_core
 
-T0 = datetime(2035, 3, 1, 9, 0, tzinfo=UTC)
 SESSION = "test:room"
-
-
-class Clock:
-    def __init__(self, now: datetime = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def make_service(

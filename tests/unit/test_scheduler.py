@@ -24,22 +24,10 @@ from core.scheduler import (
 )
 from core.store.engine import Store
 from core.store.models import DedupeRow, InboundRow
+from tests.clock import T0
+from tests.clock import ManualClock as Clock
 
-# Far in the future: APScheduler's real timer never reaches these runs during a test,
-# so every firing here goes through ``fire`` at a time the test chooses.
-T0 = datetime(2035, 3, 1, 9, 0, tzinfo=UTC)
 SESSION = "test:room"
-
-
-class Clock:
-    def __init__(self, now: datetime = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def origin(session: str = SESSION, text: str = "/every") -> InboundMessage:
