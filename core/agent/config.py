@@ -21,6 +21,8 @@ class AgentConfig(BaseModel):
     """Nudges per autopilot message until the model calls task_complete."""
     max_concurrent_sessions: int = Field(default=32, ge=1, le=100_000)
     """Sessions answered at the same time (one message per session at a time)."""
+    max_attempts: int = Field(default=5, ge=1, le=100)
+    """Deliveries of one message (crashes, kills) before it is answered with an error."""
     lease_seconds: float = Field(default=60.0, ge=5.0)
     """A claimed message becomes claimable again this long after its worker died."""
     poll_interval: float = Field(default=1.0, gt=0)

@@ -92,7 +92,15 @@ class TurnHandler:
 
     async def handle(self, claim: Claim, *, stop_requested: asyncio.Event) -> None:
         message = claim.message
-        if self._s.commands.handles(message.text):
+        if claim.attempt > self._s.config.max_attempts:
+            error = f"gave up after {claim.attempt - 1} interrupted attempts"
+            log.error("message %s: %s", message.id, error)
+            outcome = _Outcome(
+                f"Sorry, I could not finish this message: I {error}. It is logged.",
+                "error",
+                [self._user_event(claim), self._error_event(message, error, "GaveUp")],
+            )
+        elif self._s.commands.handles(message.text):
             outcome = await self._command(message)
         elif self._s.provider is None:
             outcome = _Outcome(

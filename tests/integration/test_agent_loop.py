@@ -7,11 +7,13 @@ import time
 from pathlib import Path
 
 from core.agent.config import AgentConfig
+from core.bus.sql import SqlBus
 from core.events import EventType
 from core.providers.base import ChatRequest, Completion, ToolCall
 from core.providers.config import ProviderConfig
 from core.providers.openai import OpenAIProvider
 from core.providers.scripted import FunctionProvider, ScriptedProvider
+from core.store.engine import Store
 from tests.fakes.fake_openai import FakeOpenAI, Status
 from tests.integration.harness import inbound, running_core
 
@@ -275,3 +277,25 @@ async def test_stop_right_after_claim_still_settles_the_message(
             release.set()
     assert out_stop.text in ("Stopping the running turn.", "Nothing is running in this session.")
     assert out_work.text in ("Stopped.", "late")
+
+
+async def test_a_message_that_keeps_getting_interrupted_is_answered_with_an_error(
+    store_url: str, tmp_path: Path
+) -> None:
+    store = Store(url=store_url)
+    await store.open()
+    bus = SqlBus(store=store)
+    poison = inbound("cli:poison", "hello")
+    await bus.publish_inbound(poison)
+    for _ in range(AgentConfig().max_attempts):  # claimed by workers that all died
+        assert await bus.claim(owner="gone", limit=1, lease_seconds=60)
+        assert await bus.release_dead_owners(is_dead=lambda o: o == "gone") == 1
+    await store.close()
+    provider = ScriptedProvider()
+    async with running_core(store_url=store_url, workspace=tmp_path / "ws", provider=provider) as (
+        _,
+        replies,
+    ):
+        (out,) = await replies.wait([poison.id])
+    assert out.kind == "error" and "gave up after 5 interrupted attempts" in out.text
+    assert provider.calls == 0
