@@ -169,10 +169,11 @@ class TurnHandler:
             message.id,
             {"text": message.text, "origin": message.origin},
         )
+        await self._s.events.append(user)  # before the command's own events (schedule_created)
         try:
-            return _Outcome(await self._s.commands.dispatch(message), events=[user])
+            return _Outcome(await self._s.commands.dispatch(message))
         except CommandError as exc:
-            return _Outcome(str(exc), "error", [user])
+            return _Outcome(str(exc), "error")
 
     async def _begin(self, claim: Claim) -> tuple[SessionState, list[HistoryEntry]]:
         """Record the user turn (once, even on redelivery) and load the session's history."""
