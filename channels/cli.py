@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
+from collections.abc import AsyncIterator
 
 from pydantic import BaseModel, ConfigDict
 
@@ -86,6 +88,8 @@ class CliChannel:
         self._context: ChannelContext | None = None
         # None as a result means "the channel stopped".
         self._waiters: dict[str, asyncio.Future[OutboundMessage | None]] = {}
+        # Terminals watching a session for replies nobody waits for (schedules, check-ins).
+        self._watchers: dict[str, set[asyncio.Queue[OutboundMessage]]] = {}
 
     @property
     def waiting(self) -> int:
@@ -107,9 +111,29 @@ class CliChannel:
         # may come before the caller starts waiting.
         future = self._waiters.get(message.inbound_id)
         if future is None:
-            log.debug("reply without a waiter message_id=%s", message.inbound_id)
+            watchers = self._watchers.get(message.session_key, set())
+            log.debug(
+                "reply without a waiter message_id=%s watchers=%d",
+                message.inbound_id,
+                len(watchers),
+            )
+            for queue in watchers:
+                queue.put_nowait(message)
         elif not future.done():
             future.set_result(message)
+
+    @contextlib.asynccontextmanager
+    async def watch(self, session: str) -> AsyncIterator[asyncio.Queue[OutboundMessage]]:
+        """Receive the replies of ``session`` that no sender waits for (e.g. schedules)."""
+        queue: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+        self._watchers.setdefault(session, set()).add(queue)
+        try:
+            yield queue
+        finally:
+            watchers = self._watchers.get(session, set())
+            watchers.discard(queue)
+            if not watchers:
+                self._watchers.pop(session, None)
 
     def expect(self, message_id: str) -> None:
         """Register interest in the reply to ``message_id`` (before publishing it)."""

@@ -20,6 +20,7 @@ from typing import Annotated, Any, TypeVar
 import aiohttp
 import typer
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from pydantic import BaseModel, SecretStr
@@ -424,18 +425,43 @@ async def _chat(home: Path, key: str) -> int:
         prompt: PromptSession[str] = PromptSession(
             history=FileHistory(str(run_dir / "chat_history")), key_bindings=_chat_bindings()
         )
-        while True:
-            try:
-                text = (await prompt.prompt_async("you> ")).strip()
-            except KeyboardInterrupt:
-                continue
-            except EOFError:
-                break
-            if text in ("/quit", "/exit"):
-                break
-            if text:
-                await _chat_turn(client, key, text, console)
+        watcher = asyncio.ensure_future(_show_unsolicited(client, key, console))
+        try:
+            while True:
+                try:
+                    text = (await prompt.prompt_async("you> ")).strip()
+                except KeyboardInterrupt:
+                    continue
+                except EOFError:
+                    break
+                if text in ("/quit", "/exit"):
+                    break
+                if text:
+                    await _chat_turn(client, key, text, console)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
     return 0
+
+
+async def _show_unsolicited(client: ControlClient, key: str, console: Console) -> None:
+    """Print replies of this session that arrive on their own (schedules, check-ins)."""
+    try:
+        async for item in client.watch(key):
+            if item.get("type") != "reply":
+                continue
+            text = str(item.get("text", ""))
+            style = None if item.get("kind") == "reply" else "red"
+
+            def show(text: str = text, style: str | None = style) -> None:
+                console.print("[dim]⏰ scheduled[/dim]")
+                console.print(Markdown(text) if style is None else escape(text), style=style)
+
+            # Suspends the prompt while printing, then redraws it.
+            await run_in_terminal(show)
+    except DaemonUnavailable:
+        await run_in_terminal(lambda: console.print("[yellow]the gateway went away[/yellow]"))
 
 
 @app.command()

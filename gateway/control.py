@@ -185,6 +185,7 @@ def build_control_app(
     app.router.add_post("/v1/messages", api.send)
     app.router.add_get("/v1/messages/{id}", api.message)
     app.router.add_get("/v1/sessions", api.sessions)
+    app.router.add_get("/v1/watch/{key:.+}", api.watch)
     app.router.add_get("/v1/sessions/{key:.+}", api.session)
     app.router.add_get("/v1/config", api.config)
     for add_routes in extra_routes:
@@ -270,6 +271,25 @@ class _ControlApi:
         finally:
             waiting.cancel()
         await response.write(_line(_final(message, reply)))
+
+    async def watch(self, request: web.Request) -> web.StreamResponse:
+        """NDJSON ``reply`` lines for the session's replies no sender waits for.
+
+        What ``familiar chat`` shows between turns: schedule firings, check-ins.
+        """
+        key = request.match_info["key"]
+        try:
+            parse_session(key)
+        except ValueError as exc:
+            return _error(400, str(exc))
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionResetError):
+            async with self._s.cli.watch(key) as queue:
+                while True:
+                    reply = await queue.get()
+                    await response.write(_line(_render(reply)))
+        return response
 
     async def message(self, request: web.Request) -> web.Response:
         message_id = request.match_info["id"]

@@ -206,6 +206,21 @@ class ControlClient:
                 socket=self.socket,
             )
 
+    async def watch(self, session: str) -> AsyncGenerator[dict[str, Any], None]:
+        """``GET /v1/watch/{session}``: yield ``reply`` lines nobody else waits for.
+
+        Runs until the daemon goes away (then it returns).
+        """
+        try:
+            async with self._http().get(
+                f"/v1/watch/{quote(session, safe='')}", timeout=self._timeout(None)
+            ) as resp:
+                await _raise_for_status(resp)
+                async for item in _ndjson(resp):
+                    yield item
+        except (aiohttp.ClientConnectionError, FileNotFoundError) as exc:
+            raise self._unavailable(exc) from exc
+
 
 async def _ndjson(resp: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
     """Yield one JSON object per line; lines may be longer than aiohttp's line limit."""

@@ -26,9 +26,11 @@ from pydantic import SecretStr
 from channels.base import ChannelContext
 from channels.cli import ChannelStopped, CliChannel
 from core.agent.services import NO_PROVIDER_HINT
+from core.bus.sql import SqlBus
 from core.errors import ConfigError
-from core.messages import Delivery, OutboundMessage
+from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.providers.config import ProviderConfig
+from core.store.engine import Store
 from gateway.config import FamiliarConfig, load_config
 from gateway.control import MASK, masked_config
 from gateway.daemon import EX_CONFIG, load_channels, serve
@@ -485,3 +487,37 @@ def test_masked_config_hides_every_secret() -> None:
     assert SECRET not in text and "hunter2" not in text
     assert masked["store"]["url"] == f"postgresql+asyncpg://me:{MASK}@db/familiar"
     assert masked["workspace"] == "/w"
+
+
+async def test_watch_streams_replies_nobody_waits_for(home: Path) -> None:
+    """What `familiar chat` shows between turns: e.g. the reply to a schedule firing."""
+    write_config(home, None, '\n[provider]\nkind = "scripted"\n')
+    async with running(home) as gw:
+        async with gw.http.get(BASE + "/v1/watch/cli:watched") as watch:
+            assert watch.status == 200
+            # Someone else (here: a second publisher on the same store, as the
+            # scheduler is) puts a message on the session; no sender waits for it.
+            store = Store(url=f"sqlite+aiosqlite:///{home / 'familiar.db'}")
+            await store.open(migrate=False)
+            try:
+                await SqlBus(store=store).publish_inbound(
+                    InboundMessage(
+                        session_key="cli:watched",
+                        text="ping from a schedule",
+                        delivery=Delivery(channel="cli", chat_id="watched"),
+                        origin="schedule",
+                    )
+                )
+            finally:
+                await store.close()
+            async with asyncio.timeout(20):
+                line = await watch.content.readline()
+        assert json.loads(line) == {
+            "type": "reply",
+            "message_id": json.loads(line)["message_id"],
+            "session": "cli:watched",
+            "kind": "reply",
+            "text": "echo: ping from a schedule",
+        }
+        body = await gw.get("/v1/watch/not-a-cli-key", status=400)
+        assert "error" in body
