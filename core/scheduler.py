@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -31,12 +29,20 @@ from sqlmodel import col, select
 from core.bus.sql import SqlBus
 from core.events import Event, EventLog, EventType
 from core.messages import Delivery, InboundMessage, utcnow
+from core.schedule_records import (
+    ScheduleInfo,
+    ScheduleTarget,
+    event_data,
+    firing_id_for,
+    firing_message_id,
+    from_timestamp,
+    info_of_row,
+    spec_of_row,
+)
 from core.schedule_spec import (
     ScheduleSpec,
-    describe,
     format_duration,
     next_run_after,
-    parse_duration,
 )
 from core.scheduler_config import HeartbeatConfig, SchedulerConfig, parse_active_hours
 from core.store.engine import Store
@@ -65,65 +71,6 @@ _IN_CHUNK = 500
 _schedules: Table = ScheduleRow.__table__  # type: ignore[attr-defined]
 _RUNNING: dict[str, ScheduleService] = {}
 """Started services by name: APScheduler jobs hold a plain callable, not the service."""
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleTarget:
-    """Where a schedule runs: its session, and the chat/thread its replies go to."""
-
-    session_key: str
-    delivery: Delivery
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleInfo:
-    """A stored schedule, as commands, the tool and the control API show it."""
-
-    id: int
-    session_key: str
-    delivery: Delivery
-    spec: ScheduleSpec
-    status: str
-    created_at: float
-    next_run_at: float | None
-    last_run_at: float | None
-    run_count: int
-
-    @property
-    def next_run(self) -> datetime | None:
-        return _dt(self.next_run_at)
-
-    def describe(self) -> str:
-        """``#3 every 5m — next run 2026-11-22 10:05 UTC — "check the build"``."""
-        return (
-            f"#{self.id} {describe(self.spec, self.next_run if self.status == 'active' else None)}"
-        )
-
-    def as_json(self) -> dict[str, Any]:
-        """The control API's shape (times as ISO-8601 UTC, or null)."""
-        last = _dt(self.last_run_at)
-        return {
-            "id": self.id,
-            "session": self.session_key,
-            "kind": self.spec.kind,
-            "spec": self.spec.spec,
-            "timezone": self.spec.timezone,
-            "prompt": self.spec.prompt,
-            "next_run": None if self.next_run is None else self.next_run.isoformat(),
-            "last_run": None if last is None else last.isoformat(),
-            "run_count": self.run_count,
-            "status": self.status,
-        }
-
-
-def firing_id_for(schedule_id: int, due: datetime) -> str:
-    """The firing id of the run of ``schedule_id`` due at ``due`` (the bus dedupes on it)."""
-    return f"schedule:{schedule_id}:{due.astimezone(UTC).isoformat()}"
-
-
-def firing_message_id(firing_id: str) -> str:
-    """The inbound message id of a firing: derived from it, so a re-publish is a duplicate."""
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"familiar:{firing_id}").hex
 
 
 async def fire_schedule(schedule_id: int, service: str = "default") -> None:
@@ -350,9 +297,9 @@ class ScheduleService:
             inserted = conn.execute(insert(_schedules).values(**values)).inserted_primary_key
             if inserted is None:
                 raise RuntimeError("the database returned no id for the new schedule")
-            info = _info({**values, "id": int(inserted[0])})
+            info = info_of_row({**values, "id": int(inserted[0])})
             event = Event(
-                target.session_key, EventType.SCHEDULE_CREATED, message_id, _event_data(info)
+                target.session_key, EventType.SCHEDULE_CREATED, message_id, event_data(info)
             )
             EventLog.add_in(conn, [event])
             return info
@@ -371,7 +318,7 @@ class ScheduleService:
         """One schedule in any status, or None."""
         async with self._store.read() as s:
             row = await s.get(ScheduleRow, schedule_id)
-        return None if row is None else _info(row.model_dump())
+        return None if row is None else info_of_row(row.model_dump())
 
     async def list(self, session_key: str | None = None) -> list[ScheduleInfo]:
         """Active schedules, oldest first; only ``session_key``'s when given."""
@@ -380,7 +327,7 @@ class ScheduleService:
             query = query.where(_schedules.c.session_key == session_key)
         async with self._store.engine.connect() as conn:
             rows = (await conn.execute(query.order_by(_schedules.c.id))).mappings().all()
-        return [_info(r) for r in rows]
+        return [info_of_row(r) for r in rows]
 
     async def cancel(
         self, schedule_id: int, session_key: str | None = None, *, message_id: str | None = None
@@ -407,9 +354,9 @@ class ScheduleService:
             )
             if found is None:
                 return None
-            info = _info(found)
+            info = info_of_row(found)
             event = Event(
-                info.session_key, EventType.SCHEDULE_CANCELLED, message_id, _event_data(info)
+                info.session_key, EventType.SCHEDULE_CANCELLED, message_id, event_data(info)
             )
             EventLog.add_in(conn, [event])
             return info
@@ -451,10 +398,10 @@ class ScheduleService:
     async def _fire_row(self, row: ScheduleRow, now: datetime, *, late_by: float) -> str | None:
         schedule_id, due = _id(row), row.next_run_at
         assert due is not None
-        spec = _spec_of(row.model_dump())
+        spec = spec_of_row(row.model_dump())
         due_at = datetime.fromtimestamp(due, UTC)
-        missed = _count_missed(spec, due_at, now, anchor=_dt(row.anchor))
-        nxt = next_run_after(spec, max(now, due_at), anchor=_dt(row.anchor))
+        missed = _count_missed(spec, due_at, now, anchor=from_timestamp(row.anchor))
+        nxt = next_run_after(spec, max(now, due_at), anchor=from_timestamp(row.anchor))
         firing_id = firing_id_for(schedule_id, due_at)
         message_id = firing_message_id(firing_id)
         data: dict[str, Any] = {
@@ -513,14 +460,14 @@ class ScheduleService:
         """Advance past a run that will not fire, and say so in the event log."""
         schedule_id, due = _id(row), row.next_run_at
         assert due is not None
-        spec = _spec_of(row.model_dump())
+        spec = spec_of_row(row.model_dump())
         due_at = datetime.fromtimestamp(due, UTC)
-        nxt = next_run_after(spec, max(now, due_at), anchor=_dt(row.anchor))
+        nxt = next_run_after(spec, max(now, due_at), anchor=from_timestamp(row.anchor))
         data: dict[str, Any] = {
             "schedule_id": schedule_id,
             "due": due_at.isoformat(),
             "reason": reason,
-            "skipped_runs": _count_missed(spec, due_at, now, anchor=_dt(row.anchor)),
+            "skipped_runs": _count_missed(spec, due_at, now, anchor=from_timestamp(row.anchor)),
             "next_run": None if nxt is None else nxt.isoformat(),
         }
         values = {
@@ -714,55 +661,10 @@ def _id(row: ScheduleRow) -> int:
     return row.id
 
 
-def _dt(timestamp: float | None) -> datetime | None:
-    return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC)
-
-
 def _creation_anchor(spec: ScheduleSpec, now: datetime) -> datetime:
     if spec.kind in ("every", "after") and spec.run_at is not None and spec.interval_seconds:
         return spec.run_at - timedelta(seconds=spec.interval_seconds)
     return now
-
-
-def _spec_of(row: Mapping[Any, Any]) -> ScheduleSpec:
-    kind, text = row["kind"], row["spec"]
-    interval: int | None = None
-    run_at: datetime | None = None
-    if kind in ("every", "after"):
-        interval = parse_duration(text)
-        run_at = datetime.fromtimestamp(row["anchor"], UTC) + timedelta(seconds=interval)
-    elif kind == "at":
-        run_at = datetime.fromisoformat(text)
-    # Stored rows were validated when created: skip validating them again.
-    return ScheduleSpec.model_construct(
-        kind=kind,
-        spec=text,
-        timezone=row["timezone"],
-        interval_seconds=interval,
-        run_at=run_at,
-        prompt=row["prompt"],
-    )
-
-
-def _info(row: Mapping[Any, Any]) -> ScheduleInfo:
-    return ScheduleInfo(
-        id=int(row["id"]),
-        session_key=row["session_key"],
-        delivery=Delivery.model_validate_json(row["delivery"]),
-        spec=_spec_of(row),
-        status=row["status"],
-        created_at=row["created_at"],
-        next_run_at=row["next_run_at"],
-        last_run_at=row["last_run_at"],
-        run_count=row["run_count"],
-    )
-
-
-def _event_data(info: ScheduleInfo) -> dict[str, Any]:
-    data = info.as_json()
-    data["schedule_id"] = data.pop("id")
-    del data["session"]
-    return data
 
 
 def _count_missed(
