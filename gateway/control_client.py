@@ -110,21 +110,22 @@ class ControlClient:
         path: str,
         *,
         params: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
         total: float | None = 30.0,
     ) -> dict[str, Any]:
         try:
             async with self._http().request(
-                method, path, params=params, timeout=self._timeout(total)
+                method, path, params=params, json=body, timeout=self._timeout(total)
             ) as resp:
                 await _raise_for_status(resp)
-                body = await resp.json()
+                answer = await resp.json()
         except (aiohttp.ClientConnectionError, FileNotFoundError) as exc:
             raise self._unavailable(exc) from exc
-        if not isinstance(body, dict):
+        if not isinstance(answer, dict):
             raise ControlError(
-                f"unexpected answer to {method} {path}: {body!r}", status=resp.status
+                f"unexpected answer to {method} {path}: {answer!r}", status=resp.status
             )
-        return body
+        return answer
 
     async def status(self) -> dict[str, Any]:
         """``GET /v1/status``: uptime, channels, sessions, queue depth, provider."""
@@ -152,6 +153,33 @@ class ControlClient:
     async def config(self) -> dict[str, Any]:
         """``GET /v1/config``: the daemon's effective config, secrets masked."""
         return await self._json("GET", "/v1/config")
+
+    async def add_schedule(
+        self, *, kind: str, spec: str, prompt: str, session: str, timezone: str | None
+    ) -> dict[str, Any]:
+        """``POST /v1/schedules``: create a schedule and return it.
+
+        Raises:
+            ControlError: with status 400 and the reason when the daemon refuses it.
+        """
+        body = {"kind": kind, "spec": spec, "prompt": prompt, "session": session}
+        if timezone is not None:
+            body["timezone"] = timezone
+        return await self._json("POST", "/v1/schedules", body=body)
+
+    async def schedules(self) -> list[dict[str, Any]]:
+        """``GET /v1/schedules``: the active schedules of every session."""
+        body = await self._json("GET", "/v1/schedules")
+        schedules = body.get("schedules", [])
+        return list(schedules) if isinstance(schedules, list) else []
+
+    async def cancel_schedule(self, schedule_id: int) -> dict[str, Any]:
+        """``DELETE /v1/schedules/{id}``: cancel a schedule and return it.
+
+        Raises:
+            ControlError: with status 404 when there is no such active schedule.
+        """
+        return await self._json("DELETE", f"/v1/schedules/{schedule_id}")
 
     async def send(
         self,

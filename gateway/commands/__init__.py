@@ -1,0 +1,1 @@
+"""The ``familiar`` subcommands, one module per job; ``gateway.cli`` registers them."""

@@ -2,108 +2,32 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
-from collections.abc import Coroutine
-from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
-import aiohttp
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gateway.config import default_home
-from gateway.control_client import ControlClient, ControlError, DaemonUnavailable
+from gateway.commands.common import (
+    HomeOption,
+    JsonOption,
+    print_json,
+    query,
+    resolve_home,
+    stdout_console,
+)
+from gateway.control_client import ControlClient
 
-__all__ = ["ScheduleClient", "describe_schedule", "schedule_app"]
+__all__ = ["describe_schedule", "schedule_app"]
 
-T = TypeVar("T")
-
-EXIT_FAILED = 1
-EXIT_NO_DAEMON = 2
 DEFAULT_SESSION = "cli:default"
 
 schedule_app = typer.Typer(
     no_args_is_help=True, help="Schedule prompts on the running gateway (list, add, cancel)."
 )
 
-HomeOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--home",
-        metavar="DIR",
-        help="FAMILIAR_HOME (default: $FAMILIAR_HOME or ~/.familiar).",
-        show_default=False,
-    ),
-]
 
-
-class ScheduleClient(ControlClient):
-    """The control client plus the schedule routes (``/v1/schedules``)."""
-
-    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        try:
-            async with self._http().request(
-                method, path, json=body, timeout=self._timeout(30.0)
-            ) as resp:
-                text = await resp.text()
-                status = resp.status
-        except (aiohttp.ClientConnectionError, FileNotFoundError) as exc:
-            raise self._unavailable(exc) from exc
-        try:
-            data = json.loads(text) if text else {}
-        except ValueError:
-            data = {"error": text.strip()}
-        if status >= 400:
-            message = data.get("error", text) if isinstance(data, dict) else text
-            raise ControlError(str(message), status=status)
-        return data
-
-    async def add_schedule(
-        self, *, kind: str, spec: str, prompt: str, session: str, timezone: str | None
-    ) -> dict[str, Any]:
-        """``POST /v1/schedules``: the new schedule (400 -> ControlError with the reason)."""
-        body = {"kind": kind, "spec": spec, "prompt": prompt, "session": session}
-        if timezone is not None:
-            body["timezone"] = timezone
-        result: dict[str, Any] = await self._call("POST", "/v1/schedules", body)
-        return result
-
-    async def schedules(self) -> list[dict[str, Any]]:
-        """``GET /v1/schedules``: the active schedules."""
-        body = await self._call("GET", "/v1/schedules")
-        items = body.get("schedules", []) if isinstance(body, dict) else []
-        return list(items) if isinstance(items, list) else []
-
-    async def cancel_schedule(self, schedule_id: int) -> dict[str, Any]:
-        """``DELETE /v1/schedules/{id}`` (404 -> ControlError)."""
-        result: dict[str, Any] = await self._call("DELETE", f"/v1/schedules/{schedule_id}")
-        return result
-
-
-def _home(home: Path | None) -> Path:
-    return (home or default_home()).expanduser().absolute()
-
-
-def _run(home: Path, coro: Coroutine[Any, Any, T]) -> T:
-    """Run one request; exit 2 with a hint when no daemon answers, 1 on its errors."""
-    try:
-        return asyncio.run(coro)
-    except DaemonUnavailable:
-        print(
-            f'no familiar gateway is running on {home} — start it with "familiar gateway"',
-            file=sys.stderr,
-        )
-        raise typer.Exit(EXIT_NO_DAEMON) from None
-    except ControlError as exc:
-        Console(stderr=True, highlight=False).print(escape(str(exc)), style="red")
-        raise typer.Exit(EXIT_FAILED) from None
-
-
-def _session_key(value: str) -> str:
+def _target_session(value: str) -> str:
     value = value.strip()
     return value if ":" in value else f"cli:{value}"
 
@@ -139,7 +63,7 @@ def add(
     session: Annotated[
         str, typer.Option("--session", metavar="KEY", help="Session key (NAME means cli:NAME).")
     ] = DEFAULT_SESSION,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
     """Schedule PROMPT: exactly one of --every, --after, --at or --cron."""
@@ -148,17 +72,15 @@ def add(
     ]
     if len(chosen) != 1:
         raise typer.BadParameter("give exactly one of --every, --after, --at or --cron")
-    (kind, spec), home_dir = chosen[0], _home(home)
-
-    async def request() -> dict[str, Any]:
-        async with ScheduleClient(home_dir) as client:
-            return await client.add_schedule(
-                kind=kind, spec=spec, prompt=prompt, session=_session_key(session), timezone=tz
-            )
-
-    item = _run(home_dir, request())
+    (kind, spec), key = chosen[0], _target_session(session)
+    item = query(
+        resolve_home(home),
+        lambda client: client.add_schedule(
+            kind=kind, spec=spec, prompt=prompt, session=key, timezone=tz
+        ),
+    )
     if as_json:
-        typer.echo(json.dumps(item, indent=2, ensure_ascii=False))
+        print_json(item)
     else:
         typer.echo(f"Scheduled {describe_schedule(item)}")
 
@@ -169,15 +91,9 @@ def list_schedules(
     home: HomeOption = None,
 ) -> None:
     """List the active schedules of every session."""
-    home_dir = _home(home)
-
-    async def request() -> list[dict[str, Any]]:
-        async with ScheduleClient(home_dir) as client:
-            return await client.schedules()
-
-    items = _run(home_dir, request())
+    items = query(resolve_home(home), ControlClient.schedules)
     if as_json:
-        typer.echo(json.dumps({"schedules": items}, indent=2, ensure_ascii=False))
+        print_json({"schedules": items})
         return
     if not items:
         typer.echo("No schedules.")
@@ -193,7 +109,7 @@ def list_schedules(
             str(item.get("run_count")),
             escape(str(item.get("prompt"))),
         )
-    Console(highlight=False).print(table)
+    stdout_console().print(table)
 
 
 @schedule_app.command("cancel")
@@ -205,11 +121,5 @@ def cancel(
     raw = schedule_id.strip().lstrip("#")
     if not raw.isdigit():
         raise typer.BadParameter(f"{schedule_id!r} is not a schedule id (e.g. 3 or #3)")
-    home_dir = _home(home)
-
-    async def request() -> dict[str, Any]:
-        async with ScheduleClient(home_dir) as client:
-            return await client.cancel_schedule(int(raw))
-
-    item = _run(home_dir, request())
+    item = query(resolve_home(home), lambda client: client.cancel_schedule(int(raw)))
     typer.echo(f"Cancelled #{item.get('id')}.")

@@ -1,0 +1,187 @@
+"""``familiar chat``: the REPL, its live reply view, Ctrl-C as /stop, scheduled replies."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+
+import typer
+from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.markup import escape
+
+from gateway.commands.common import (
+    HomeOption,
+    SessionOption,
+    resolve_home,
+    run_control,
+    stdout_console,
+)
+from gateway.commands.talk import converse
+from gateway.control_client import ControlClient, ControlError, DaemonUnavailable
+
+__all__ = ["chat"]
+
+
+def _chat_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    return bindings
+
+
+class _LiveReply:
+    """The reply as it streams: Markdown so far plus the latest progress note."""
+
+    def __init__(self, live: Live) -> None:
+        self._live = live
+        self._deltas: list[str] = []
+        self._note = ""
+
+    def delta(self, piece: str) -> None:
+        self._deltas.append(piece)
+        self._note = ""
+        self._show()
+
+    def progress(self, text: str) -> None:
+        self._note = text
+        self._show()
+
+    def _show(self) -> None:
+        parts: list[RenderableType] = []
+        if self._deltas:
+            parts.append(Markdown("".join(self._deltas)))
+        if self._note or not self._deltas:
+            parts.append(f"[dim]… {escape(self._note)}[/dim]")
+        self._live.update(Group(*parts))
+
+
+async def _chat_turn(client: ControlClient, key: str, text: str, console: Console) -> None:
+    loop = asyncio.get_running_loop()
+    interrupted = asyncio.Event()
+    # Installed before anything is shown, so a Ctrl-C the user can react to is ours.
+    loop.add_signal_handler(signal.SIGINT, interrupted.set)
+    try:
+        with Live("[dim]…[/dim]", console=console, transient=True, refresh_per_second=8) as live:
+            view = _LiveReply(live)
+            talk = asyncio.ensure_future(
+                converse(
+                    client,
+                    key,
+                    text,
+                    stream=True,
+                    wait=None,
+                    on_delta=view.delta,
+                    on_progress=view.progress,
+                )
+            )
+            stop = asyncio.ensure_future(interrupted.wait())
+            try:
+                await asyncio.wait({talk, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+                talk.cancel()  # no-op once done; else leaving the stream, not the message
+                with contextlib.suppress(asyncio.CancelledError):
+                    await talk
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    if talk.cancelled():
+        await _chat_stop(client, key, console)
+        return
+    reply = talk.result().reply
+    if reply is None:
+        console.print("[yellow](no reply)[/yellow]")
+    elif reply["kind"] == "reply":
+        console.print(Markdown(reply["text"]))
+    else:
+        console.print(escape(reply["text"]), style="red")
+
+
+async def _chat_stop(client: ControlClient, key: str, console: Console) -> None:
+    console.print("[dim]stopping…[/dim]")
+    try:
+        outcome = await asyncio.wait_for(
+            converse(client, key, "/stop", stream=False, wait=15.0), 45.0
+        )
+    except (TimeoutError, ControlError) as exc:
+        console.print(f"[yellow]could not confirm the stop: {escape(str(exc) or 'timeout')}[/]")
+        return
+    if outcome.reply is not None:
+        console.print(escape(outcome.reply["text"]), style="dim")
+
+
+async def _chat(home: Path, key: str) -> int:
+    console = stdout_console()
+    run_dir = home / "run"
+    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    async with ControlClient(home) as client:
+        await client.status()  # fail fast (exit 2) when no gateway is running
+        console.print(
+            f"[bold]familiar[/bold] chat, session [cyan]{escape(key)}[/cyan]. "
+            "Enter sends, Esc Enter inserts a newline, Ctrl-C stops a reply, "
+            "Ctrl-D or /quit exits."
+        )
+        prompt: PromptSession[str] = PromptSession(
+            history=FileHistory(str(run_dir / "chat_history")), key_bindings=_chat_bindings()
+        )
+        watcher = asyncio.ensure_future(_show_unsolicited(client, key, console))
+        try:
+            while True:
+                try:
+                    text = (await prompt.prompt_async("you> ")).strip()
+                except KeyboardInterrupt:
+                    continue
+                except EOFError:
+                    break
+                if text in ("/quit", "/exit"):
+                    break
+                if text:
+                    await _chat_turn(client, key, text, console)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+    return 0
+
+
+async def _show_unsolicited(client: ControlClient, key: str, console: Console) -> None:
+    """Print replies of this session that arrive on their own (schedules, check-ins)."""
+    try:
+        async for item in client.watch(key):
+            if item.get("type") != "reply":
+                continue
+            text = str(item.get("text", ""))
+            style = None if item.get("kind") == "reply" else "red"
+
+            def show(text: str = text, style: str | None = style) -> None:
+                console.print("[dim]⏰ scheduled[/dim]")
+                console.print(Markdown(text) if style is None else escape(text), style=style)
+
+            # Suspends the prompt while printing, then redraws it.
+            await run_in_terminal(show)
+    except DaemonUnavailable:
+        await run_in_terminal(lambda: console.print("[yellow]the gateway went away[/yellow]"))
+
+
+def chat(session: SessionOption = "default", home: HomeOption = None) -> None:
+    """Talk to the gateway interactively; replies stream, then render as Markdown.
+
+    Enter sends the message; Esc then Enter (or Alt+Enter) inserts a newline for
+    multi-line input. Ctrl-C while a reply streams stops it (it sends "/stop").
+    Ctrl-D or "/quit" leaves. Input history is kept in <home>/run/chat_history.
+    """
+    home_dir = resolve_home(home)
+    try:
+        raise typer.Exit(run_control(home_dir, _chat(home_dir, session)))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None

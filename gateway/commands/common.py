@@ -1,0 +1,150 @@
+"""What every ``familiar`` command shares: options, consoles, exit codes, error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from gateway.config import default_home
+from gateway.control_client import ControlClient, ControlError, DaemonUnavailable
+from gateway.service import ServiceManager
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_NO_DAEMON",
+    "CliDeps",
+    "HomeOption",
+    "JsonOption",
+    "SessionOption",
+    "duration",
+    "fail",
+    "no_daemon_hint",
+    "print_json",
+    "query",
+    "resolve_home",
+    "run_control",
+    "stdout_console",
+]
+
+T = TypeVar("T")
+
+EXIT_FAILED = 1
+EXIT_NO_DAEMON = 2
+
+_SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+@dataclass(kw_only=True)
+class CliDeps:
+    """Collaborators a caller may hand in as the click context object (tests do).
+
+    Attributes:
+        service_manager: drives systemctl for ``familiar service``; default: a real one.
+    """
+
+    service_manager: ServiceManager | None = None
+
+
+def _session_key(name: str) -> str:
+    if not _SESSION_NAME.fullmatch(name):
+        raise typer.BadParameter(
+            f"{name!r} is not a session name: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return f"cli:{name}"
+
+
+HomeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--home",
+        metavar="DIR",
+        help="FAMILIAR_HOME (default: $FAMILIAR_HOME or ~/.familiar).",
+        show_default=False,
+    ),
+]
+SessionOption = Annotated[
+    str,
+    typer.Option(
+        "--session",
+        metavar="NAME",
+        callback=_session_key,
+        help="Session name; the conversation is the session key cli:NAME.",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def resolve_home(home: Path | None) -> Path:
+    """The absolute FAMILIAR_HOME: ``--home``, else $FAMILIAR_HOME or ~/.familiar."""
+    return (home or default_home()).expanduser().absolute()
+
+
+def stdout_console() -> Console:
+    """A console on stdout that does not colour numbers and strings by itself."""
+    return Console(highlight=False)
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
+    """Print ``message`` in red on stderr; return the exit for the caller to raise."""
+    Console(stderr=True, highlight=False).print(escape(message), style="red", soft_wrap=True)
+    return typer.Exit(code)
+
+
+def no_daemon_hint(home: Path) -> str:
+    """The one line that says no gateway runs on ``home`` and how to start one."""
+    return (
+        f"no familiar gateway is running on {home} — "
+        'start it with "familiar gateway" (or "make run")'
+    )
+
+
+def run_control(home: Path, coro: Coroutine[Any, Any, T]) -> T:
+    """Run one async command; map "no daemon" to exit 2 and daemon errors to exit 1."""
+    try:
+        return asyncio.run(coro)
+    except DaemonUnavailable:
+        # One line on stderr, no console styling: scripts grep for it.
+        print(no_daemon_hint(home), file=sys.stderr)
+        raise typer.Exit(EXIT_NO_DAEMON) from None
+    except ControlError as exc:
+        raise fail(str(exc)) from None
+
+
+def query(home: Path, call: Callable[[ControlClient], Awaitable[T]]) -> T:
+    """Open a control client on ``home``, ``call`` it once, close it (as `run_control`)."""
+
+    async def ask() -> T:
+        async with ControlClient(home) as client:
+            return await call(client)
+
+    return run_control(home, ask())
+
+
+def print_json(value: object) -> None:
+    """Print ``value`` as indented JSON (non-JSON values as their ``str``)."""
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def duration(seconds: object) -> str:
+    """``seconds`` as ``1d 2h 3m``, ``2h 3m 4s`` or ``3m 4s``; ``?`` when not a number."""
+    if not isinstance(seconds, int | float):
+        return "?"
+    total = int(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{days}d"] if days else []
+    parts += [f"{hours}h"] if hours or days else []
+    parts += [f"{minutes}m", f"{secs}s"] if not days else [f"{minutes}m"]
+    return " ".join(parts)

@@ -1,0 +1,148 @@
+"""``familiar status`` and ``familiar sessions list|show``: look into the running gateway."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from gateway.commands.common import (
+    HomeOption,
+    JsonOption,
+    duration,
+    fail,
+    print_json,
+    query,
+    resolve_home,
+    stdout_console,
+)
+from gateway.control_client import ControlClient, ControlError
+
+__all__ = ["sessions_app", "status"]
+
+sessions_app = typer.Typer(no_args_is_help=True, help="Inspect conversations and their events.")
+
+
+def _when(stamp: object, *, clock_only: bool = False) -> str:
+    if not isinstance(stamp, int | float):
+        return "-"
+    return time.strftime("%H:%M:%S" if clock_only else "%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+
+
+def _status_table(status: dict[str, Any]) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    provider = status.get("provider")
+    if isinstance(provider, dict):
+        where = f" at {provider['base_url']}" if provider.get("base_url") else ""
+        provider_text = f"{provider.get('kind')} {provider.get('model') or ''}{where}"
+    else:
+        provider_text = "none configured"
+    queue = status.get("queue") or {}
+    rows = [
+        ("gateway", f"pid {status.get('pid')}, version {status.get('version')}"),
+        ("uptime", duration(status.get("uptime_s"))),
+        ("home", str(status.get("home"))),
+        ("workspace", str(status.get("workspace"))),
+        ("store", str(status.get("store"))),
+        ("http", str(status.get("http") or "off")),
+        ("provider", provider_text),
+        ("sessions", f"{status.get('sessions')} ({status.get('busy_sessions')} busy)"),
+        ("queue", f"{queue.get('pending', 0)} pending, {queue.get('claimed', 0)} claimed"),
+    ]
+    for name, value in rows:
+        table.add_row(name, escape(value))
+    channels = status.get("channels") or []
+    for channel in channels:
+        state = str(channel.get("state"))
+        style = "green" if state in ("running", "started", "ok", "connected") else "yellow"
+        table.add_row(f"channel {escape(str(channel.get('name')))}", f"[{style}]{escape(state)}[/]")
+    return table
+
+
+def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """Show the running gateway: uptime, channels, sessions, queue and provider."""
+    result = query(resolve_home(home), ControlClient.status)
+    if as_json:
+        print_json(result)
+    else:
+        stdout_console().print(_status_table(result))
+
+
+@sessions_app.command("list")
+def sessions_list(as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """List sessions with their message counts."""
+    rows = query(resolve_home(home), ControlClient.sessions)
+    if as_json:
+        print_json({"sessions": rows})
+        return
+    if not rows:
+        stdout_console().print("no sessions yet")
+        return
+    table = Table("key", "channel", "messages", "pending", "updated")
+    for row in rows:
+        table.add_row(
+            escape(str(row.get("key"))),
+            escape(str(row.get("channel"))),
+            str(row.get("messages", "")),
+            str(row.get("pending", "")),
+            _when(row.get("updated_at")),
+        )
+    stdout_console().print(table)
+
+
+def _print_session(detail: dict[str, Any], *, events: bool) -> None:
+    console = stdout_console()
+    info = detail.get("session") or {}
+    console.print(
+        f"[bold]{escape(str(info.get('key')))}[/bold]  channel {escape(str(info.get('channel')))}"
+        f"  messages {info.get('messages')}  updated {_when(info.get('updated_at'))}"
+    )
+    for entry in detail.get("history") or []:
+        role = str(entry.get("role"))
+        style = {"user": "cyan", "assistant": "green"}.get(role, "dim")
+        console.print(f"[{style}]{escape(role)}[/]: {escape(str(entry.get('content') or ''))}")
+    if not events:
+        return
+    table = Table(box=None, header_style="bold")
+    for column in ("time", "type", "message"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("data", overflow="fold")
+    for event in detail.get("events") or []:
+        data = json.dumps(event.get("data") or {}, ensure_ascii=False, default=str)
+        table.add_row(
+            _when(event.get("at"), clock_only=True),
+            escape(str(event.get("type"))),
+            escape(str(event.get("message_id") or "")[:8]),
+            escape(data if len(data) <= 120 else data[:119] + "…"),
+        )
+    console.print(table)
+
+
+@sessions_app.command("show")
+def sessions_show(
+    key: Annotated[str, typer.Argument(help="The session key, e.g. cli:default.")],
+    events: Annotated[bool, typer.Option("--events", help="Also print the event log.")] = False,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Show one session's history (and, with --events, its event log)."""
+
+    async def fetch(client: ControlClient) -> dict[str, Any]:
+        try:
+            return await client.session(key, events=events)
+        except ControlError as exc:
+            if exc.status == 404:
+                raise fail(f"no session {key!r}") from None
+            raise
+
+    detail = query(resolve_home(home), fetch)
+    if as_json:
+        print_json(detail)
+    else:
+        _print_session(detail, events=events)
