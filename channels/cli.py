@@ -89,7 +89,8 @@ class CliChannel:
         # None as a result means "the channel stopped".
         self._waiters: dict[str, asyncio.Future[OutboundMessage | None]] = {}
         # Terminals watching a session for replies nobody waits for (schedules, check-ins).
-        self._watchers: dict[str, set[asyncio.Queue[OutboundMessage]]] = {}
+        # None in a queue means "the channel stopped".
+        self._watchers: dict[str, set[asyncio.Queue[OutboundMessage | None]]] = {}
 
     @property
     def waiting(self) -> int:
@@ -101,6 +102,9 @@ class CliChannel:
 
     async def stop(self) -> None:
         self._context = None
+        for queues in self._watchers.values():
+            for queue in queues:
+                queue.put_nowait(None)
         waiters, self._waiters = self._waiters, {}
         for future in waiters.values():
             if not future.done():
@@ -123,9 +127,12 @@ class CliChannel:
             future.set_result(message)
 
     @contextlib.asynccontextmanager
-    async def watch(self, session: str) -> AsyncIterator[asyncio.Queue[OutboundMessage]]:
-        """Receive the replies of ``session`` that no sender waits for (e.g. schedules)."""
-        queue: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+    async def watch(self, session: str) -> AsyncIterator[asyncio.Queue[OutboundMessage | None]]:
+        """Receive the replies of ``session`` that no sender waits for (e.g. schedules).
+
+        A None in the queue means the channel stopped.
+        """
+        queue: asyncio.Queue[OutboundMessage | None] = asyncio.Queue()
         self._watchers.setdefault(session, set()).add(queue)
         try:
             yield queue

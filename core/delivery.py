@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from core.bus.base import DueReply
 from core.bus.sql import SqlBus
-from core.logctx import log_context
+from core.logctx import log_context, redact
 from core.messages import OutboundMessage
 
 __all__ = ["DeliveryWorker"]
@@ -58,6 +58,8 @@ class DeliveryWorker:
                 log.exception("reading due replies failed channel=%s", self._channel)
                 due = []
             if due:
+                # _deliver never raises for one reply's trouble, so one bad reply (or a
+                # database hiccup while recording it) cannot end this loop.
                 await asyncio.gather(*(self._deliver(d) for d in due))
                 continue
             await self._bus.wait_outbound(self._channel, self._poll)
@@ -70,19 +72,29 @@ class DeliveryWorker:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                attempt = due.failed_attempts + 1
-                give_up = attempt >= self._max_attempts
-                delay = min(self._cap, self._base * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
-                log.warning(
-                    "delivery failed channel=%s attempt=%d give_up=%s error=%r",
-                    self._channel,
-                    attempt,
-                    give_up,
-                    exc,
-                )
-                await self._bus.mark_failed(
-                    message.id, error=repr(exc), retry_in=None if give_up else delay
-                )
+                await self._failed(due, redact(repr(exc)))
                 return
-            if await self._bus.mark_delivered(message.id):
-                log.info("delivered channel=%s kind=%s", self._channel, message.kind)
+            try:
+                if await self._bus.mark_delivered(message.id):
+                    log.info("delivered channel=%s kind=%s", self._channel, message.kind)
+            except Exception:
+                # Sent but not marked: it is sent again later (at least once).
+                log.exception("recording a delivery failed channel=%s", self._channel)
+
+    async def _failed(self, due: DueReply, error: str) -> None:
+        attempt = due.failed_attempts + 1
+        give_up = attempt >= self._max_attempts
+        delay = min(self._cap, self._base * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
+        log.warning(
+            "delivery failed channel=%s attempt=%d give_up=%s error=%s",
+            self._channel,
+            attempt,
+            give_up,
+            error,
+        )
+        try:
+            await self._bus.mark_failed(
+                due.message.id, error=error, retry_in=None if give_up else delay
+            )
+        except Exception:
+            log.exception("recording a failed delivery failed channel=%s", self._channel)

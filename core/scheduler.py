@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -46,7 +47,7 @@ from core.schedule_spec import (
 )
 from core.scheduler_config import HeartbeatConfig, SchedulerConfig, parse_active_hours
 from core.store.engine import Store
-from core.store.models import InboundRow, ScheduleRow
+from core.store.models import EventRow, InboundRow, ScheduleRow
 
 __all__ = [
     "HeartbeatConfig",
@@ -294,6 +295,9 @@ class ScheduleService:
             message_id = origin.id
 
         def job(conn: Connection) -> ScheduleInfo:
+            earlier = _created_by(conn, target.session_key, message_id, spec)
+            if earlier is not None:  # the same request, redelivered after a crash
+                return earlier
             inserted = conn.execute(insert(_schedules).values(**values)).inserted_primary_key
             if inserted is None:
                 raise RuntimeError("the database returned no id for the new schedule")
@@ -665,6 +669,34 @@ def _creation_anchor(spec: ScheduleSpec, now: datetime) -> datetime:
     if spec.kind in ("every", "after") and spec.run_at is not None and spec.interval_seconds:
         return spec.run_at - timedelta(seconds=spec.interval_seconds)
     return now
+
+
+def _created_by(
+    conn: Connection, session_key: str, message_id: str | None, spec: ScheduleSpec
+) -> ScheduleInfo | None:
+    """The schedule ``message_id`` already created with this very spec, if any."""
+    if message_id is None:
+        return None
+    events = EventRow.__table__  # type: ignore[attr-defined]
+    rows = conn.execute(
+        sa_select(events.c.data).where(
+            events.c.session_key == session_key,
+            events.c.message_id == message_id,
+            events.c.type == EventType.SCHEDULE_CREATED,
+        )
+    ).all()
+    for (data,) in rows:
+        made = json.loads(data)
+        if (made.get("kind"), made.get("spec"), made.get("prompt")) == (
+            spec.kind,
+            spec.spec,
+            spec.prompt,
+        ):
+            row = conn.execute(
+                sa_select(_schedules).where(_schedules.c.id == made["schedule_id"])
+            ).first()
+            return None if row is None else info_of_row(row._mapping)
+    return None
 
 
 def _count_missed(

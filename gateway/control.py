@@ -257,11 +257,12 @@ class _ControlApi:
         try:
             while queue is not None and not waiting.done():
                 getting = asyncio.ensure_future(queue.get())
-                await asyncio.wait({waiting, getting}, return_when=asyncio.FIRST_COMPLETED)
-                if getting.done():
-                    await _write_ephemeral(response, message.id, getting.result())
-                else:
+                try:
+                    await asyncio.wait({waiting, getting}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
                     getting.cancel()
+                if getting.done() and not getting.cancelled():
+                    await _write_ephemeral(response, message.id, getting.result())
             while queue is not None and not queue.empty():
                 await _write_ephemeral(response, message.id, queue.get_nowait())
             try:
@@ -286,8 +287,7 @@ class _ControlApi:
         await response.prepare(request)
         with contextlib.suppress(ConnectionResetError):
             async with self._s.cli.watch(key) as queue:
-                while True:
-                    reply = await queue.get()
+                while (reply := await queue.get()) is not None:
                     await response.write(_line(_render(reply)))
         return response
 

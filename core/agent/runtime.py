@@ -7,7 +7,7 @@ import contextlib
 import logging
 
 from core.agent.services import AgentServices
-from core.agent.turn import TurnHandler
+from core.agent.turn import TurnControl, TurnHandler
 from core.bus.base import Claim
 from core.bus.owner import make_owner
 from core.logctx import log_context
@@ -19,12 +19,12 @@ log = logging.getLogger(__name__)
 
 
 class _Running:
-    __slots__ = ("message", "stop", "task")
+    __slots__ = ("control", "message", "task")
 
     def __init__(self, message: InboundMessage, task: asyncio.Task[None]) -> None:
         self.message = message
         self.task = task
-        self.stop = asyncio.Event()
+        self.control = TurnControl()
 
 
 class AgentRuntime:
@@ -69,13 +69,25 @@ class AgentRuntime:
         ]
 
     async def stop(self, *, grace: float | None = None) -> None:
-        """Stop claiming; let running turns finish within ``grace``; release the rest."""
+        """Stop claiming; let running turns finish within ``grace``; release the rest.
+
+        The claim loop is let finish (not cancelled), so a claim in flight becomes a
+        running turn rather than a stranded lease; leases are renewed through the grace.
+        """
         self._stopping.set()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        self._slot_freed.set()
+        claim_loop, renewal = self._tasks or (None, None)
+        if claim_loop is not None:
+            await asyncio.gather(claim_loop, return_exceptions=True)
+        try:
+            await self._finish_running(grace)
+        finally:
+            if renewal is not None:
+                renewal.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewal
+
+    async def _finish_running(self, grace: float | None) -> None:
         grace = self._s.config.shutdown_grace if grace is None else grace
         pending = [r.task for r in self._running.values()]
         if pending:
@@ -102,6 +114,9 @@ class AgentRuntime:
                     claims = []
                     await asyncio.sleep(cfg.poll_interval)
                 for claim in claims:
+                    if claim.message.id in self._running:
+                        # Our own lease lapsed and we re-claimed it: the turn still runs.
+                        continue
                     self._start_turn(claim)
                 if claims:
                     continue
@@ -109,7 +124,10 @@ class AgentRuntime:
 
     async def _wait_for_work(self, timeout: float | None) -> None:
         self._slot_freed.clear()
-        waiters: list[asyncio.Future[object]] = [asyncio.ensure_future(self._slot_freed.wait())]
+        waiters: list[asyncio.Future[object]] = [
+            asyncio.ensure_future(self._slot_freed.wait()),
+            asyncio.ensure_future(self._stopping.wait()),
+        ]
         if timeout is not None:
             waiters.append(asyncio.ensure_future(self._s.bus.wait_inbound(timeout)))
         try:
@@ -125,9 +143,9 @@ class AgentRuntime:
         async def turn() -> None:
             with log_context(session_key=message.session_key, message_id=message.id):
                 try:
-                    await self._turns.handle(claim, stop_requested=running.stop)
+                    await self._turns.handle(claim, control=running.control)
                 except asyncio.CancelledError:
-                    if not running.stop.is_set() or self._stopping.is_set():
+                    if not running.control.stop.is_set() or self._stopping.is_set():
                         raise
                     # /stop cancelled the task before its turn began: settle it here.
                     task = asyncio.current_task()
@@ -150,9 +168,16 @@ class AgentRuntime:
             await asyncio.sleep(lease / 3)
             ids = list(self._running)
             try:
-                await self._s.bus.renew(ids, owner=self.owner, lease_seconds=lease)
+                held = await self._s.bus.renew(ids, owner=self.owner, lease_seconds=lease)
             except Exception:
                 log.exception("lease renewal failed")
+                continue
+            for message_id in set(ids) - held:
+                running = self._running.get(message_id)
+                if running is not None and not running.control.settling:
+                    # Another attempt owns it now (our lease lapsed): stop this one.
+                    log.warning("lease lost; abandoning the turn message_id=%s", message_id)
+                    running.task.cancel()
 
     # -- commands that need the runtime -------------------------------------------------
 
@@ -162,8 +187,9 @@ class AgentRuntime:
             if (
                 running.message.session_key == message.session_key
                 and running.message.id != message.id
+                and not running.control.settling
             ):
-                running.stop.set()
+                running.control.stop.set()
                 running.task.cancel()
                 stopped += 1
         return "Stopping the running turn." if stopped else "Nothing is running in this session."

@@ -28,9 +28,18 @@ from core.providers.base import ChatMessage, Provider
 from core.sessions import HistoryEntry, SessionState
 from core.tools.base import ToolContext
 
-__all__ = ["TurnHandler"]
+__all__ = ["TurnControl", "TurnHandler"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class TurnControl:
+    """Shared by a running turn and the runtime: /stop asks, settling ends the asking."""
+
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    settling: bool = False
+    """Set once the turn writes its outcome; from then on it must not be cancelled."""
 
 
 @dataclass(slots=True)
@@ -90,7 +99,7 @@ class TurnHandler:
         self._s = services
         self._owner = owner
 
-    async def handle(self, claim: Claim, *, stop_requested: asyncio.Event) -> None:
+    async def handle(self, claim: Claim, *, control: TurnControl) -> None:
         message = claim.message
         if claim.attempt > self._s.config.max_attempts:
             error = f"gave up after {claim.attempt - 1} interrupted attempts"
@@ -109,7 +118,8 @@ class TurnHandler:
                 [self._user_event(claim), self._error_event(message, "no provider configured")],
             )
         else:
-            outcome = await self._agent(claim, self._s.provider, stop_requested)
+            outcome = await self._agent(claim, self._s.provider, control.stop)
+        control.settling = True
         await self._settle(message, outcome)
 
     async def stopped(self, claim: Claim) -> None:
@@ -134,16 +144,19 @@ class TurnHandler:
             events.pop()  # the outcome already closed itself with richer idle data
 
         def job(conn: Connection) -> bool:
-            if outcome.write is not None:
-                outcome.write(conn)
-            self._s.events.add_in(conn, events)
-            return self._s.bus.settle_in(
+            kept = self._s.bus.settle_in(
                 conn, message.id, owner=self._owner, reply=reply, failed=outcome.kind == "error"
             )
+            if kept:  # else another attempt owns the message and writes its own outcome
+                if outcome.write is not None:
+                    outcome.write(conn)
+                self._s.events.add_in(conn, events)
+            return kept
 
-        if not await self._s.store.transact(job):
-            log.warning("lease was lost before settling; the reply id keeps it single")
-        self._s.bus.notify_reply(reply)
+        if await self._s.store.transact(job):
+            self._s.bus.notify_reply(reply)
+        else:
+            log.warning("lease lost before settling; this attempt's outcome is dropped")
 
     @staticmethod
     def _error_event(message: InboundMessage, error: str, kind: str = "") -> Event:

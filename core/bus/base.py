@@ -52,8 +52,10 @@ class Inbox(Protocol):
         """Finish a claim; the reply (if any) is stored once per reply id. False if lost."""
         ...
 
-    async def renew(self, message_ids: Sequence[str], *, owner: str, lease_seconds: float) -> None:
-        """Extend the leases of messages still being worked on."""
+    async def renew(
+        self, message_ids: Sequence[str], *, owner: str, lease_seconds: float
+    ) -> set[str]:
+        """Extend the leases of messages still being worked on; returns those still held."""
         ...
 
     async def release(self, message_ids: Sequence[str], *, owner: str) -> None:

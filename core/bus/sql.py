@@ -233,7 +233,11 @@ class SqlBus:
         reply: OutboundMessage | None,
         failed: bool = False,
     ) -> bool:
-        """The settle write inside a caller's transaction job; call :meth:`notify_reply` after."""
+        """The settle write inside a caller's transaction job; call :meth:`notify_reply` after.
+
+        Returns False (and stores no reply) when ``owner`` no longer holds the claim: the
+        message went to another attempt, which answers it.
+        """
         now = self._clock()
         res = conn.execute(
             _SETTLE,
@@ -244,9 +248,10 @@ class SqlBus:
                 "now": now,
             },
         )
-        if reply is not None:
+        kept = bool(res.rowcount == 1)
+        if kept and reply is not None:
             conn.execute(insert_ignore(self._store.dialect, _outbound), reply_row(reply, now))
-        return bool(res.rowcount == 1)
+        return kept
 
     def notify_reply(self, reply: OutboundMessage | None) -> None:
         """Wake the reply's channel (after the settling transaction committed)."""
@@ -265,18 +270,27 @@ class SqlBus:
             log.warning("settled without a lease message_id=%s owner=%s", message_id, owner)
         return kept
 
-    async def renew(self, message_ids: Sequence[str], *, owner: str, lease_seconds: float) -> None:
+    async def renew(
+        self, message_ids: Sequence[str], *, owner: str, lease_seconds: float
+    ) -> set[str]:
+        """Extend the leases ``owner`` still holds; returns the ids it still holds."""
         if not message_ids:
-            return
+            return set()
         until = self._clock() + lease_seconds
-        statement = _owned_claims(message_ids, owner).values(lease_until=until)
-        await self._store.transact(lambda conn: conn.execute(statement))
+        statement = (
+            _owned_claims(message_ids, owner).values(lease_until=until).returning(_inbound.c.id)
+        )
+        return await self._store.transact(lambda conn: {mid for (mid,) in conn.execute(statement)})
 
     async def release(self, message_ids: Sequence[str], *, owner: str) -> None:
         if not message_ids:
             return
+        # A graceful release is not a failed attempt: give the attempt back.
         statement = _owned_claims(message_ids, owner).values(
-            status="pending", lease_owner=None, lease_until=None
+            status="pending",
+            lease_owner=None,
+            lease_until=None,
+            attempts=_inbound.c.attempts - 1,
         )
         await self._store.transact(lambda conn: conn.execute(statement))
         self._inbound_signal.set()

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, event
 
+from core.errors import StoreError
+
 __all__ = ["Job", "SqliteWriter"]
 
 log = logging.getLogger(__name__)
@@ -60,47 +62,62 @@ class SqliteWriter:
         self._conn: Connection | None = None
         # The connection lives in the writer thread only.
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="familiar-sqlite-writer")
 
     async def close(self) -> None:
+        """Finish every job already submitted, then close; later submits fail."""
+        self._closing = True
+        self._wake.set()
         if self._task is not None:
-            self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        for queued in self._queue:
-            if not queued.future.done():
-                queued.future.set_exception(RuntimeError("store closed"))
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._thread, self._close_conn)
         self._thread.shutdown(wait=True)
 
     async def submit(self, job: Job[T]) -> T:
+        if self._closing:
+            raise StoreError("the store is closed")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._queue.append(_Queued(job, future))
         self._wake.set()
         return await future
 
     async def _run(self) -> None:
+        in_flight: list[_Queued] = []
+        try:
+            while not (self._closing and not self._queue):
+                await self._wake.wait()
+                self._wake.clear()
+                while self._queue:
+                    in_flight = self._queue[: self._max_batch]
+                    self._queue = self._queue[self._max_batch :]
+                    await self._commit(in_flight)
+                    in_flight = []
+        finally:
+            # Cancelled from outside (loop teardown): nobody may wait forever.
+            for queued in [*in_flight, *self._queue]:
+                if not queued.future.done():
+                    queued.future.set_exception(StoreError("the store was closed mid-write"))
+            self._queue = []
+
+    async def _commit(self, batch: list[_Queued]) -> None:
         loop = asyncio.get_running_loop()
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._queue:
-                batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
-                async with self._lock:
-                    try:
-                        outcomes = await loop.run_in_executor(self._thread, self._run_batch, batch)
-                    except Exception as exc:  # the commit itself failed: every job failed
-                        log.exception("sqlite batch commit failed size=%d", len(batch))
-                        outcomes = [(False, exc)] * len(batch)
-                for queued, (ok, value) in zip(batch, outcomes, strict=True):
-                    if queued.future.done():
-                        continue
-                    if ok:
-                        queued.future.set_result(value)
-                    else:
-                        queued.future.set_exception(value)
+        async with self._lock:
+            try:
+                outcomes = await loop.run_in_executor(self._thread, self._run_batch, batch)
+            except Exception as exc:  # the commit itself failed: every job failed
+                log.exception("sqlite batch commit failed size=%d", len(batch))
+                outcomes = [(False, exc)] * len(batch)
+        for queued, (ok, value) in zip(batch, outcomes, strict=True):
+            if queued.future.done():
+                continue
+            if ok:
+                queued.future.set_result(value)
+            else:
+                queued.future.set_exception(value)
 
     def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:

@@ -56,7 +56,31 @@ async def test_expired_lease_is_reclaimed_before_later_messages(store: Store) ->
     clock.now += 11
     (again,) = await bus.claim(owner="alive", limit=5, lease_seconds=10)
     assert again.message.id == m1.id and again.attempt == 2
-    assert not await bus.settle(m1.id, owner="dead", reply=None)
+    stale = OutboundMessage(
+        id=reply_id_for(m1.id),
+        inbound_id=m1.id,
+        session_key="cli:a",
+        delivery=m1.delivery,
+        text="old",
+    )
+    # The attempt that lost its lease can neither finish the message nor answer it.
+    assert not await bus.settle(m1.id, owner="dead", reply=stale)
+    assert await bus.due_outbound("cli", limit=10) == []
+    assert await bus.renew([m1.id], owner="dead", lease_seconds=10) == set()
+    assert await bus.renew([m1.id], owner="alive", lease_seconds=10) == {m1.id}
+    assert await bus.settle(m1.id, owner="alive", reply=stale.model_copy(update={"text": "new"}))
+    (due,) = await bus.due_outbound("cli", limit=10)
+    assert due.message.text == "new"
+
+
+async def test_graceful_release_does_not_count_as_an_attempt(store: Store) -> None:
+    bus = SqlBus(store=store)
+    m1 = msg("cli:a", "1")
+    await bus.publish_inbound(m1)
+    for _ in range(3):
+        (c,) = await bus.claim(owner="w", limit=5, lease_seconds=60)
+        assert c.attempt == 1
+        await bus.release([m1.id], owner="w")
 
 
 async def test_release_dead_owners_makes_claims_available_at_once(store: Store) -> None:

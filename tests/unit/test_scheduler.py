@@ -323,3 +323,16 @@ def test_active_hours() -> None:
     assert not within_hours(at(12), night)
     assert within_hours(at(3), parse_active_hours("00:00-24:00"))
     assert within_hours(at(3), None)
+
+
+async def test_a_redelivered_request_does_not_create_a_second_schedule(
+    svc: ScheduleService, clock: Clock
+) -> None:
+    asking = origin()
+    first = await svc.create(asking, spec("every", "10s", clock=clock))
+    # The same message runs again after a crash before its reply was stored.
+    again = await svc.create(asking, spec("every", "10s", clock=clock))
+    other = await svc.create(asking, spec("every", "10s", "something else", clock=clock))
+    assert again.id == first.id
+    assert other.id != first.id  # one message may still ask for two different schedules
+    assert len(await svc.list(SESSION)) == 2
