@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -66,9 +66,8 @@ class Event:
 class EventLog:
     """Appends and reads events. Appends can join a caller's transaction."""
 
-    def __init__(self, *, store: Store, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, *, store: Store) -> None:
         self._store = store
-        self._clock = clock
 
     @staticmethod
     def add_in(conn: Connection, events: Sequence[Event]) -> None:

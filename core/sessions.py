@@ -212,17 +212,9 @@ class SessionStore:
 
     # -- standalone ----------------------------------------------------------------------
 
-    async def ensure(self, key: str, channel: str) -> SessionState:
-        return await self._store.transact(lambda conn: self.ensure_in(conn, key, channel))
-
     async def get(self, key: str) -> SessionRow | None:
         async with self._store.read() as s:
             return await s.get(SessionRow, key)
-
-    async def history(self, state: SessionState) -> list[HistoryEntry]:
-        async with self._store.read() as s:
-            conn = await s.connection()
-            return await conn.run_sync(lambda c: self.history_in(c, state))
 
     async def new_epoch(self, key: str, channel: str) -> int:
         """Start a fresh context (/new): history stays stored, the prompt forgets it."""

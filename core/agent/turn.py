@@ -50,6 +50,8 @@ class _Outcome:
     kind: OutboundKind = "reply"
     events: list[Event] = field(default_factory=list)
     write: Callable[[Connection], None] | None = None
+    idle: dict[str, Any] = field(default_factory=dict)
+    """Data of the ``session.idle`` event that closes the message."""
 
 
 class _TurnObserver:
@@ -139,9 +141,8 @@ class TurnHandler:
             text=outcome.text,
             kind=outcome.kind,
         )
-        events = [*outcome.events, Event(message.session_key, EventType.IDLE, message.id, {})]
-        if events[-2:-1] and events[-2].type == EventType.IDLE:
-            events.pop()  # the outcome already closed itself with richer idle data
+        idle = Event(message.session_key, EventType.IDLE, message.id, outcome.idle)
+        events = [*outcome.events, idle]
 
         def job(conn: Connection) -> bool:
             kept = self._s.bus.settle_in(
@@ -292,14 +293,6 @@ class TurnHandler:
                     {"summary": result.text},
                 )
             )
-        events.append(
-            Event(
-                message.session_key,
-                EventType.IDLE,
-                message.id,
-                {"llm_calls": result.llm_calls, "stop": result.stop},
-            )
-        )
 
         def write(conn: Connection) -> None:
             s.sessions.add_messages_in(
@@ -316,4 +309,6 @@ class TurnHandler:
         text = result.text.strip() or "(no reply)"
         if result.stop == "max_iterations":
             text += f"\n\n(stopped after {s.config.max_iterations} steps: agent.max_iterations)"
-        return _Outcome(text, "reply", events, write)
+        return _Outcome(
+            text, "reply", events, write, idle={"llm_calls": result.llm_calls, "stop": result.stop}
+        )

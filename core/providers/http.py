@@ -9,6 +9,7 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from core.providers.base import ChatRequest, Completion, StreamEvent
+from core.providers.config import ProviderConfig
 from core.providers.retry import RetryPolicy, final_completion
 
 __all__ = ["HttpProvider", "make_client", "split_credentials"]
@@ -57,15 +58,37 @@ def split_credentials(url: str) -> tuple[str, str | None]:
 
 
 class HttpProvider:
-    """What the HTTP providers share: retries around one attempt, and the client's life.
+    """What the HTTP providers share: endpoint, timeouts, retries, and the client's life.
 
-    Subclasses set ``_retry``, ``_client`` and ``_owns_client`` and implement one
-    streaming and one non-streaming attempt.
+    Subclasses call ``__init__`` with their endpoint path and fixed headers, add their
+    own key header, and implement one streaming and one non-streaming attempt.
     """
 
-    _retry: RetryPolicy
-    _client: httpx.AsyncClient
-    _owns_client: bool
+    def __init__(
+        self,
+        *,
+        config: ProviderConfig,
+        base_url: str,
+        model: str,
+        path: str,
+        headers: dict[str, str],
+        client: httpx.AsyncClient | None,
+    ) -> None:
+        self._config = config
+        self._model = model
+        self._url, basic_auth = split_credentials(f"{base_url}{path}")
+        self._retry = RetryPolicy.from_config(config, base_url=base_url)
+        self._timeout = httpx.Timeout(
+            connect=config.timeout_connect,
+            read=config.timeout_read,
+            write=config.timeout_connect,
+            pool=config.timeout_connect,
+        )
+        self._headers = dict(headers)
+        if basic_auth is not None:
+            self._headers["Authorization"] = basic_auth
+        self._owns_client = client is None
+        self._client = client if client is not None else make_client(self._timeout)
 
     def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one call: text deltas, then one :class:`Completion`.

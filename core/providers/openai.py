@@ -21,9 +21,8 @@ from core.providers.base import (
     Usage,
 )
 from core.providers.config import DEFAULT_BASE_URLS, ProviderConfig
-from core.providers.http import HttpProvider, make_client, split_credentials
+from core.providers.http import HttpProvider
 from core.providers.retry import (
-    RetryPolicy,
     StatusFailure,
     display_url,
     parse_json,
@@ -64,24 +63,16 @@ class OpenAIProvider(HttpProvider):
                 "(e.g. the model name shown by `ollama list`)",
                 key="provider.model",
             )
-        self._config = config
-        self._model = model
-        url, basic_auth = split_credentials(f"{base_url}/chat/completions")
-        self._url = url
-        self._retry = RetryPolicy.from_config(config, base_url=base_url)
-        self._timeout = httpx.Timeout(
-            connect=config.timeout_connect,
-            read=config.timeout_read,
-            write=config.timeout_connect,
-            pool=config.timeout_connect,
+        super().__init__(
+            config=config,
+            base_url=base_url,
+            model=model,
+            path="/chat/completions",
+            headers={"Accept": "application/json"},
+            client=client,
         )
-        self._headers = {"Accept": "application/json"}
-        if basic_auth is not None:
-            self._headers["Authorization"] = basic_auth
         if config.api_key is not None:
             self._headers["Authorization"] = f"Bearer {config.api_key.get_secret_value()}"
-        self._owns_client = client is None
-        self._client = client if client is not None else make_client(self._timeout)
 
     async def _stream_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         body = self._payload(request, stream=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,10 +24,11 @@ log = logging.getLogger(__name__)
 
 
 class Store:
-    """Owns the engine. ``write()`` gives a transaction that commits on exit.
+    """Owns the engines. Writes go through :meth:`transact`, reads through :meth:`read`.
 
-    SQLite allows one writer at a time; in-process writers queue on an asyncio lock
-    instead of spinning on ``SQLITE_BUSY``, so the event loop never waits on the file lock.
+    SQLite allows one writer at a time: every write is a job for the one writer thread
+    (see :mod:`core.store.writer`), so in-process writers never contend for the file
+    lock and the event loop never waits on it.
     """
 
     def __init__(self, *, url: str, config: StoreConfig | None = None) -> None:
@@ -38,7 +38,6 @@ class Store:
         self.dialect = parsed.get_backend_name()
         self._engine: AsyncEngine | None = None
         self._sessions: async_sessionmaker[AsyncSession] | None = None
-        self._write_lock = asyncio.Lock() if self.is_sqlite else None
         self._writer: SqliteWriter | None = None
 
     @property
@@ -68,11 +67,11 @@ class Store:
                     await conn.run_sync(upgrade_to_head)
             except SQLAlchemyError as exc:
                 raise StoreError(f"cannot migrate the database: {exc}") from exc
-        if self.is_sqlite and self._write_lock is not None:
+        if self.is_sqlite:
             sync_engine = create_engine(make_url(self.url).set(drivername="sqlite"))
             _sqlite_pragmas(sync_engine, self.config.busy_timeout_ms)
             make_transactional(sync_engine)
-            self._writer = SqliteWriter(engine=sync_engine, lock=self._write_lock)
+            self._writer = SqliteWriter(engine=sync_engine)
             self._writer.start()
         log.info("store open dialect=%s", self.dialect)
 
@@ -101,18 +100,6 @@ class Store:
         if self._sessions is None:
             raise StoreError("store is not open")
         async with self._sessions() as session:
-            yield session
-
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncSession]:
-        """A short write transaction: commits on success, rolls back on error."""
-        if self._sessions is None:
-            raise StoreError("store is not open")
-        if self._write_lock is None:
-            async with self._sessions() as session, session.begin():
-                yield session
-            return
-        async with self._write_lock, self._sessions() as session, session.begin():
             yield session
 
 

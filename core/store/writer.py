@@ -50,9 +50,8 @@ def make_transactional(engine: Engine) -> None:
 class SqliteWriter:
     """Runs write jobs in one thread, batching whatever queued up while it was busy."""
 
-    def __init__(self, *, engine: Engine, lock: asyncio.Lock, max_batch: int = 500) -> None:
+    def __init__(self, *, engine: Engine, max_batch: int = 500) -> None:
         self._engine = engine
-        self._lock = lock
         self._max_batch = max_batch
         self._queue: list[_Queued] = []
         self._wake = asyncio.Event()
@@ -105,12 +104,11 @@ class SqliteWriter:
 
     async def _commit(self, batch: list[_Queued]) -> None:
         loop = asyncio.get_running_loop()
-        async with self._lock:
-            try:
-                outcomes = await loop.run_in_executor(self._thread, self._run_batch, batch)
-            except Exception as exc:  # the commit itself failed: every job failed
-                log.exception("sqlite batch commit failed size=%d", len(batch))
-                outcomes = [(False, exc)] * len(batch)
+        try:
+            outcomes = await loop.run_in_executor(self._thread, self._run_batch, batch)
+        except Exception as exc:  # the commit itself failed: every job failed
+            log.exception("sqlite batch commit failed size=%d", len(batch))
+            outcomes = [(False, exc)] * len(batch)
         for queued, (ok, value) in zip(batch, outcomes, strict=True):
             if queued.future.done():
                 continue

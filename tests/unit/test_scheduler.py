@@ -7,7 +7,7 @@ from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from pydantic import ValidationError
-from sqlalchemy import delete
+from sqlalchemy import Connection, delete
 from sqlmodel import col, select
 
 from core.bus.sql import SqlBus
@@ -269,10 +269,13 @@ async def test_a_firing_recorded_but_not_published_is_published_on_restart(
     clock.advance(60)
     message_id = await first.fire(info.id)
     await first.stop()
+
     # As if the process died between recording the firing and publishing it.
-    async with store.write() as s:
-        await s.exec(delete(InboundRow))
-        await s.exec(delete(DedupeRow))
+    def lose_the_publish(conn: Connection) -> None:
+        conn.execute(delete(InboundRow))
+        conn.execute(delete(DedupeRow))
+
+    await store.transact(lose_the_publish)
     clock.advance(5)
     second = service(store, clock)
     await second.start()
