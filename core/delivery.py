@@ -7,8 +7,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 
-from core.bus.base import DueReply
-from core.bus.sql import SqlBus
+from core.bus.base import DueReply, Outbox
 from core.logctx import log_context, redact
 from core.messages import OutboundMessage
 
@@ -25,7 +24,7 @@ class DeliveryWorker:
     def __init__(
         self,
         *,
-        bus: SqlBus,
+        bus: Outbox,
         channel: str,
         send: Send,
         max_attempts: int = 8,

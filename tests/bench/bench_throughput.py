@@ -102,16 +102,9 @@ async def _round(
         await app.bus.publish_inbound(m)
 
     await asyncio.gather(*(publish(m) for m in msgs))
-    ids = [m.id for m in msgs]
-    arrived: dict[str, float] = {}
-    async with asyncio.timeout(600):
-        while len(arrived) < n:
-            await replies.wait([i for i in ids if i not in arrived][:1])
-            now = time.perf_counter()
-            for i in ids:
-                if i not in arrived and i in replies.by_inbound:
-                    arrived[i] = now
-    total = time.perf_counter() - t0
+    await replies.wait([m.id for m in msgs], timeout=600)
+    arrived = replies.arrived_at
+    total = max(arrived[m.id] for m in msgs) - t0
     cpu = time.process_time() - cpu0
     overheads = [
         (arrived[m.id] - published[m.id] - provider.llm_seconds.get(m.text, 0.0)) * 1000

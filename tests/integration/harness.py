@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -28,6 +29,8 @@ class Replies:
     def __init__(self, app: CoreApp) -> None:
         self._app = app
         self.by_inbound: dict[str, OutboundMessage] = {}
+        self.arrived_at: dict[str, float] = {}
+        """``time.perf_counter()`` when each reply was delivered, by inbound id."""
         self._arrived = asyncio.Condition()
 
     async def pump(self) -> None:
@@ -37,6 +40,7 @@ class Replies:
                 if await bus.mark_delivered(due.message.id):
                     async with self._arrived:
                         self.by_inbound[due.message.inbound_id] = due.message
+                        self.arrived_at[due.message.inbound_id] = time.perf_counter()
                         self._arrived.notify_all()
             await bus.wait_outbound("test", 0.5)
 
