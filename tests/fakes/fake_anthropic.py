@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
 
@@ -23,6 +22,7 @@ from tests.fakes.fake_openai import (
     ToolCalls,
     rule_reply,
 )
+from tests.fakes.loopback import LoopbackServer
 
 __all__ = ["FakeAnthropic", "StreamError"]
 
@@ -64,8 +64,8 @@ def _tool_result(content: Any) -> str | None:
     return None
 
 
-@dataclass
-class FakeAnthropic:
+@dataclass(kw_only=True)
+class FakeAnthropic(LoopbackServer):
     """An Anthropic Messages API server on 127.0.0.1 (port 0), in-process.
 
     Use as ``async with FakeAnthropic() as fake:`` with ``fake.base_url`` (no ``/v1``:
@@ -81,18 +81,7 @@ class FakeAnthropic:
 
     api_key: str | None = None
     model: str = "claude-fake"
-    port: int = 0
-    requests: list[dict[str, Any]] = field(default_factory=list, init=False)
-    headers: list[dict[str, str]] = field(default_factory=list, init=False)
-    hits: list[float] = field(default_factory=list, init=False)
     _queue: deque[Entry | StreamError] = field(default_factory=deque, init=False)
-    _runner: web.AppRunner | None = field(default=None, init=False)
-    _closing: asyncio.Event = field(default_factory=asyncio.Event, init=False)
-
-    @property
-    def calls(self) -> int:
-        """How many message requests arrived."""
-        return len(self.requests)
 
     @property
     def base_url(self) -> str:
@@ -111,32 +100,8 @@ class FakeAnthropic:
             else:
                 self._queue.append(item)
 
-    async def start(self) -> None:
-        """Start listening."""
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/messages", self._messages)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-        self.port = int(self._runner.addresses[0][1])
-
-    async def stop(self) -> None:
-        """Stop listening; stalled answers give up."""
-        self._closing.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
-    async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._closing.wait(), seconds)
 
     def _next_entry(self, body: dict[str, Any]) -> Entry | StreamError:
         if self._queue:

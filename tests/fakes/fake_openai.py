@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import re
 import signal
@@ -13,9 +12,11 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.loopback import LoopbackServer
 
 __all__ = [
     "Delay",
@@ -120,8 +121,8 @@ def _pieces(text: str, size: int = 4) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-@dataclass
-class FakeOpenAI:
+@dataclass(kw_only=True)
+class FakeOpenAI(LoopbackServer):
     """An OpenAI-compatible server on 127.0.0.1 (port 0 by default), in-process.
 
     Use as ``async with FakeOpenAI() as fake:`` and point a client at ``fake.base_url``.
@@ -138,18 +139,7 @@ class FakeOpenAI:
     latency: float = 0.0
     api_key: str | None = None
     model: str = "fake-model"
-    port: int = 0
-    requests: list[dict[str, Any]] = field(default_factory=list, init=False)
-    headers: list[dict[str, str]] = field(default_factory=list, init=False)
-    hits: list[float] = field(default_factory=list, init=False)
     _queue: deque[Entry] = field(default_factory=deque, init=False)
-    _runner: web.AppRunner | None = field(default=None, init=False)
-    _closing: asyncio.Event = field(default_factory=asyncio.Event, init=False)
-
-    @property
-    def calls(self) -> int:
-        """How many chat completion requests arrived."""
-        return len(self.requests)
 
     @property
     def base_url(self) -> str:
@@ -160,33 +150,9 @@ class FakeOpenAI:
         """Queue answers for the next requests, in order (then the rules apply)."""
         self._queue.extend(_as_entry(item) for item in items)
 
-    async def start(self) -> None:
-        """Start listening."""
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-        self.port = int(self._runner.addresses[0][1])
-
-    async def stop(self) -> None:
-        """Stop listening; stalled answers give up."""
-        self._closing.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
-    async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._closing.wait(), seconds)
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response(
