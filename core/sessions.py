@@ -234,6 +234,14 @@ class SessionStore:
 
     async def list_sessions(self, *, limit: int = 1000) -> list[SessionInfo]:
         """The most recently active sessions with their queued message counts."""
+        return await self._infos(None, limit)
+
+    async def info(self, key: str) -> SessionInfo | None:
+        """One session as :meth:`list_sessions` describes it, or None when unknown."""
+        found = await self._infos(key, 1)
+        return found[0] if found else None
+
+    async def _infos(self, key: str | None, limit: int) -> list[SessionInfo]:
         pending = (
             select(_inbound.c.session_key, func.count())
             .where(_inbound.c.status.in_(["pending", "claimed"]))
@@ -251,6 +259,9 @@ class SessionStore:
             .order_by(_sessions.c.updated_at.desc())
             .limit(limit)
         )
+        if key is not None:
+            pending = pending.where(_inbound.c.session_key == key)
+            query = query.where(_sessions.c.key == key)
         async with self._store.read() as s:
             conn = await s.connection()
             counts = {k: n for k, n in (await conn.execute(pending)).all()}

@@ -305,7 +305,7 @@ class _ControlApi:
     async def session(self, request: web.Request) -> web.Response:
         key = request.match_info["key"]
         services = self._s.core.services
-        info = await queries.session_info(services.store, key)
+        info = await services.sessions.info(key)
         if info is None:
             return _error(404, f"unknown session {key!r}")
         history = await services.sessions.all_history(key)

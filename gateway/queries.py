@@ -9,7 +9,6 @@ from typing import Any, Literal, cast
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from core.sessions import SessionInfo
 from core.store.engine import Store
 from core.store.models import EventRow, InboundRow, OutboundRow, SessionRow
 
@@ -24,7 +23,6 @@ __all__ = [
     "message_status",
     "queue_counts",
     "session_count",
-    "session_info",
 ]
 
 Status = Literal["pending", "claimed", "done", "failed"]
@@ -114,27 +112,6 @@ async def session_count(store: Store) -> int:
     """How many sessions exist."""
     async with store.read() as s:
         return int((await s.exec(select(func.count()).select_from(SessionRow))).one())
-
-
-async def session_info(store: Store, key: str) -> SessionInfo | None:
-    """One session as ``SessionStore.list`` describes it, or None when unknown."""
-    pending = select(func.count()).where(
-        col(InboundRow.session_key) == key, col(InboundRow.status).in_(["pending", "claimed"])
-    )
-    async with store.read() as s:
-        row = await s.get(SessionRow, key)
-        if row is None:
-            return None
-        waiting = int((await s.exec(pending)).one())
-    return SessionInfo(
-        key=row.key,
-        channel=row.channel,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        epoch=row.epoch,
-        message_count=row.message_count,
-        pending=waiting,
-    )
 
 
 async def last_inbound_seq(store: Store) -> int:
