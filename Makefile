@@ -16,7 +16,7 @@ help:
 	@echo "make test         ruff, ruff format --check, mypy, lint-imports, pytest (what CI runs)"
 	@echo "make test-fast    pytest -m 'not slow'"
 	@echo "make bench        benchmarks in tests/bench"
-	@echo "make deps-system  as root on apt systems: install systemd-analyze for the unit tests"
+	@echo "make deps-system  as root on apt systems: install systemd-analyze and bubblewrap for the tests"
 	@echo "PYTHON=...        interpreter for the venv (>= 3.11; default python3)"
 
 venv: $(STAMP)
@@ -53,9 +53,15 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_throughput
 	$(BIN)/python -m tests.bench.bench_schedules
+	$(BIN)/python -m tests.bench.bench_slack
+	$(BIN)/python -m tests.bench.bench_control
+	$(BIN)/python -m tests.bench.bench_reliability
+	$(BIN)/python -m tests.bench.bench_webhook
+	$(BIN)/python -m tests.bench.bench_memory
 
-# systemd-analyze lints the unit files in tests. Installing it is best effort: without
-# it those tests skip, except under CI=true, where they fail.
+# systemd-analyze lints the unit files in tests; bubblewrap (bwrap) is the exec tool's
+# sandbox. Installing them is best effort: without them those tests skip, except under
+# CI=true, where they fail.
 deps-system:
 	@if command -v systemd-analyze >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -66,6 +72,16 @@ deps-system:
 	  || echo "warning: could not install systemd; unit-file tests will skip"; \
 	else \
 	  echo "note: systemd-analyze not found; unit-file tests will skip (install package systemd)"; \
+	fi
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing bubblewrap (the exec sandbox)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends bubblewrap >/dev/null 2>&1 \
+	  || { apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends bubblewrap; } \
+	  || echo "warning: could not install bubblewrap; exec sandbox tests will skip"; \
+	else \
+	  echo "note: bwrap not found; exec sandbox tests will skip (install package bubblewrap)"; \
 	fi
 
 clean:

@@ -1,33 +1,53 @@
-"""The Channel protocol and the context a channel is started with."""
+"""The Channel protocol, the context a channel is started with, and the plugin contract."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from aiohttp import web
+from prometheus_client.registry import Collector
+from pydantic import BaseModel, ConfigDict
 
-from core.bus.base import Inbox
+from core.bus.base import ChannelBus
 from core.bus.ephemeral import EphemeralHub
 from core.messages import OutboundMessage
+from core.sessions import UnreadKeeper
 
-__all__ = ["Channel", "ChannelContext", "ChannelFactory"]
+__all__ = [
+    "Channel",
+    "ChannelConfig",
+    "ChannelContext",
+    "ChannelPlugin",
+    "DeliveryPolicy",
+    "MeteredChannel",
+    "RetryingChannel",
+]
 
 
 @dataclass(kw_only=True)
 class ChannelContext:
-    """What a channel may use: the inbox to publish on, ephemerals, and HTTP routes."""
+    """What a channel may use: the bus to publish on and wait through, ephemerals,
+    where replies nobody saw are kept, and HTTP routes."""
 
-    bus: Inbox
+    bus: ChannelBus
     hub: EphemeralHub
+    unread: UnreadKeeper
+    """Keeps a final reply the platform could not show anyone (the CLI with no terminal)."""
     http: web.Application | None = None
-    """The gateway's aiohttp app: add routes before start (None when HTTP is off)."""
-    extras: dict[str, Any] = field(default_factory=dict)
+    """The gateway's aiohttp app: add routes on the first start (None when HTTP is off).
+
+    The app is frozen once it serves, so a retried start must not add them again."""
 
 
 @runtime_checkable
 class Channel(Protocol):
-    """A platform adapter. ``send`` delivers one final reply; raising means retry later."""
+    """A platform adapter. ``send`` delivers one final reply; raising means retry later.
+
+    ``start`` connects to the platform; raising means "not now": the gateway calls
+    ``stop`` (to release what a half-done start holds) and calls ``start`` again later.
+    """
 
     name: str
 
@@ -38,7 +58,86 @@ class Channel(Protocol):
     async def send(self, message: OutboundMessage) -> None: ...
 
 
-class ChannelFactory(Protocol):
-    """What the ``familiar.channels`` entry point resolves to: config dict -> Channel."""
+@dataclass(frozen=True, kw_only=True)
+class DeliveryPolicy:
+    """How a channel's failed deliveries are retried (by its DeliveryWorker).
 
-    def __call__(self, config: dict[str, Any]) -> Channel: ...
+    Attempt ``n`` that fails is retried after ``min(max_backoff, first_backoff * 2**(n-1))``
+    seconds (jittered); after ``max_attempts`` the reply is given up on and recorded as
+    failed (the outbox row, a ``delivery.failed`` event, ``familiar status``).
+    """
+
+    max_attempts: int = 8
+    first_backoff: float = 1.0
+    max_backoff: float = 300.0
+
+
+@runtime_checkable
+class RetryingChannel(Protocol):
+    """Optional: a channel whose deliveries follow their own `DeliveryPolicy`."""
+
+    @property
+    def delivery_policy(self) -> DeliveryPolicy: ...
+
+
+@runtime_checkable
+class MeteredChannel(Protocol):
+    """Optional: a channel with its own Prometheus metrics (served on ``/metrics``)."""
+
+    @property
+    def metrics_collector(self) -> Collector: ...
+
+
+class ChannelConfig(BaseModel):
+    """Base of every channel's config model: its ``[channels.<name>]`` table.
+
+    Subclasses add their keys (with defaults and docstrings: ``familiar init``
+    documents them), type credentials as ``SecretStr`` (masked wherever config is
+    shown) and keep ``extra="forbid"``, so a typo is a config error naming the key.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    """Start this channel with the gateway."""
+
+
+C = TypeVar("C", bound=ChannelConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelPlugin(Generic[C]):
+    """What a ``familiar.channels`` entry point resolves to.
+
+    Example (in a third-party package's ``pyproject.toml``)::
+
+        [project.entry-points."familiar.channels"]
+        matrix = "familiar_matrix:plugin"
+
+    with ``plugin = ChannelPlugin(name="matrix", config_model=MatrixConfig,
+    create=MatrixChannel.from_config)``.
+
+    Attributes:
+        name: the channel's name: its ``[channels.<name>]`` table, the entry point's
+            name and the ``name`` of the channel it creates.
+        config_model: validates that table (a ChannelConfig subclass).
+        create: builds the channel from its validated config, without I/O; raising
+            here is a config error. Connecting belongs in ``Channel.start``.
+    """
+
+    name: str
+    config_model: type[C]
+    create: Callable[[C], Channel]
+
+    def build(self, config: ChannelConfig) -> Channel:
+        """``create(config)``, checking that ``config`` is this plugin's model.
+
+        Raises:
+            TypeError: ``config`` is not a ``config_model``.
+        """
+        if not isinstance(config, self.config_model):
+            raise TypeError(
+                f"channel {self.name!r} takes {self.config_model.__name__}, "
+                f"not {type(config).__name__}"
+            )
+        return self.create(config)

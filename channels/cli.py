@@ -5,130 +5,162 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from channels.base import ChannelContext
+from channels.base import ChannelConfig, ChannelContext, ChannelPlugin
 from core.errors import BusError
-from core.messages import Delivery, InboundMessage, OutboundMessage
+from core.messages import Delivery, InboundMessage, OutboundMessage, new_message_id
+from core.session_keys import check_cli_key
 
-__all__ = ["SESSION_PREFIX", "ChannelStopped", "CliChannel", "CliConfig", "parse_session"]
+__all__ = ["ChannelStopped", "CliChannel", "CliConfig", "Submitted", "plugin"]
 
 log = logging.getLogger(__name__)
 
-SESSION_PREFIX = "cli:"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=-]{0,127}")
+_HANDED_MEMORY = 10_000
+"""How many handed-over replies are remembered until their delivery comes by."""
 
 
-class CliConfig(BaseModel):
-    """The ``cli`` channel has nothing to configure yet; it is always on."""
+class CliConfig(ChannelConfig):
+    """The local CLI channel (``familiar send`` / ``chat`` through the control socket)."""
 
-    model_config = ConfigDict(extra="forbid")
+    enabled: Literal[True] = True
+    """Always on: the control socket's ``send`` and ``chat`` go through it."""
 
 
 class ChannelStopped(BusError):
-    """The CLI channel stopped while a caller waited for a reply."""
+    """The CLI channel is not running."""
 
 
-def parse_session(session: str) -> str:
-    """Return the NAME of a ``cli:NAME`` session key.
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """A published CLI message: its id, and whether an earlier send with its client id won."""
 
-    Raises:
-        ValueError: the key is not ``cli:`` followed by 1-128 letters, digits or
-            ``._@+=-`` (starting with a letter or digit); the message is user-facing.
-    """
-    if not session.startswith(SESSION_PREFIX):
-        raise ValueError(f"session must look like cli:NAME, not {session[:80]!r}")
-    name = session.removeprefix(SESSION_PREFIX)
-    if not _NAME.fullmatch(name):
-        raise ValueError(
-            "session name must be 1-128 letters, digits or ._@+=- and start with a letter "
-            f"or digit, not {name[:80]!r}"
-        )
-    return name
+    message_id: str
+    duplicate: bool = False
 
 
-def _to_inbound(session: str, text: str, *, autopilot: bool = False) -> InboundMessage:
+@dataclass(slots=True)
+class _Senders:
+    """The connected senders waiting for one message's reply."""
+
+    count: int = 0
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once a sender has the reply, or none is connected any more."""
+
+
+def _to_inbound(
+    session: str,
+    text: str,
+    *,
+    autopilot: bool = False,
+    client_id: str | None = None,
+    message_id: str | None = None,
+) -> InboundMessage:
     """The inbound message for ``text`` typed into CLI session ``session`` (``cli:NAME``)."""
-    name = parse_session(session)
+    name = check_cli_key(session)
     return InboundMessage(
+        id=message_id or new_message_id(),
         session_key=session,
         text=text,
         delivery=Delivery(channel="cli", chat_id=name),
         sender="cli",
         autopilot=autopilot,
+        event_id=client_id,
     )
 
 
-def _render(message: OutboundMessage) -> dict[str, str]:
-    """The control API's final ``reply`` line for ``message``."""
-    return {
-        "type": "reply",
-        "message_id": message.inbound_id,
-        "session": message.session_key,
-        "kind": message.kind,
-        "text": message.text,
-    }
-
-
 class CliChannel:
-    """Publishes CLI messages and hands their final replies to whoever waits for them.
+    """Publishes CLI messages and tells apart the replies somebody received.
 
-    Waiters are registered (by :meth:`submit`) before a message is published, so a reply
-    can never slip past its waiter. A reply nobody waits for (the client went away, or
-    the daemon restarted) is simply marked delivered: it stays readable in the store.
+    The control API waits for a reply through the bus (`ReplyWaiter.wait_reply`) and
+    hands it to the connected sender; this channel is told about senders (`submit`
+    attaches one, `detach` ends it) and about each handover (`handed`). When the
+    DeliveryWorker then delivers the reply here, `send` knows whether a sender got it;
+    if none did, watchers of the session (``familiar chat``) get it, and a reply nobody
+    received is reported to `_unattended`.
     """
 
     name = "cli"
 
-    def __init__(self, *, config: CliConfig | None = None) -> None:
+    def __init__(self, *, config: CliConfig | None = None, handover_grace: float = 30.0) -> None:
+        """Create the channel.
+
+        Args:
+            config: the channel's (empty) config.
+            handover_grace: how long `send` waits for a connected sender to hand the reply
+                over before counting it as unattended.
+        """
         self.config = config or CliConfig()
+        self._handover_grace = handover_grace
         self._context: ChannelContext | None = None
-        # None as a result means "the channel stopped".
-        self._waiters: dict[str, asyncio.Future[OutboundMessage | None]] = {}
+        self._stopped = asyncio.Event()
+        self._senders: dict[str, _Senders] = {}
+        self._handed: dict[str, None] = {}
+        """Ids of replies a sender received, oldest first, until their delivery comes by."""
         # Terminals watching a session for replies nobody waits for (schedules, check-ins).
         # None in a queue means "the channel stopped".
         self._watchers: dict[str, set[asyncio.Queue[OutboundMessage | None]]] = {}
 
     @property
     def waiting(self) -> int:
-        """How many replies are awaited right now."""
-        return len(self._waiters)
+        """How many messages have a connected sender waiting for the reply."""
+        return len(self._senders)
 
     async def start(self, context: ChannelContext) -> None:
         self._context = context
+        self._stopped.clear()
 
     async def stop(self) -> None:
         self._context = None
+        self._stopped.set()
         for queues in self._watchers.values():
             for queue in queues:
                 queue.put_nowait(None)
-        waiters, self._waiters = self._waiters, {}
-        for future in waiters.values():
-            if not future.done():
-                future.set_result(None)
+
+    async def until_stopped(self) -> None:
+        """Return once the channel stops (senders then answer ``timeout``)."""
+        await self._stopped.wait()
 
     async def send(self, message: OutboundMessage) -> None:
-        # The waiter stays registered until wait_reply (or forget) takes it: the reply
-        # may come before the caller starts waiting.
-        future = self._waiters.get(message.inbound_id)
-        if future is None:
-            watchers = self._watchers.get(message.session_key, set())
-            log.debug(
-                "reply without a waiter message_id=%s watchers=%d",
-                message.inbound_id,
-                len(watchers),
-            )
+        """Deliver a final reply: a sender got it, or watchers get it, or it is unattended."""
+        message_id = message.inbound_id
+        senders = self._senders.get(message_id)
+        if senders is not None and not senders.decided.is_set():
+            # The sender is woken by the same settle: let it finish handing over.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._handover_grace):
+                    await senders.decided.wait()
+        if message_id in self._handed:
+            del self._handed[message_id]
+            return
+        watchers = self._watchers.get(message.session_key)
+        if watchers:
             for queue in watchers:
                 queue.put_nowait(message)
-        elif not future.done():
-            future.set_result(message)
+            return
+        await self._unattended(message)
+
+    async def _unattended(self, message: OutboundMessage) -> None:
+        """A reply no connected sender and no watcher received: kept in its session, unread.
+
+        ``familiar chat`` shows it when it next opens the session. Raising (the store is
+        away, or the channel stopped) leaves the delivery to be retried.
+        """
+        if self._context is None:
+            raise ChannelStopped("the cli channel is not running")
+        await self._context.unread.keep_unread(message)
+        log.info(
+            "reply kept unread message_id=%s session=%s kind=%s",
+            message.inbound_id,
+            message.session_key,
+            message.kind,
+        )
 
     @contextlib.asynccontextmanager
     async def watch(self, session: str) -> AsyncIterator[asyncio.Queue[OutboundMessage | None]]:
-        """Receive the replies of ``session`` that no sender waits for (e.g. schedules).
+        """Receive the replies of ``session`` that no sender received (e.g. schedules).
 
         A None in the queue means the channel stopped.
         """
@@ -142,13 +174,27 @@ class CliChannel:
             if not watchers:
                 self._watchers.pop(session, None)
 
-    def expect(self, message_id: str) -> None:
-        """Register interest in the reply to ``message_id`` (before publishing it)."""
-        if message_id not in self._waiters:
-            self._waiters[message_id] = asyncio.get_running_loop().create_future()
+    async def submit(
+        self,
+        session: str,
+        text: str,
+        *,
+        autopilot: bool = False,
+        client_id: str | None = None,
+        message_id: str | None = None,
+    ) -> Submitted:
+        """Publish ``text`` on ``session`` durably and attach the caller as its sender.
 
-    async def submit(self, session: str, text: str, *, autopilot: bool = False) -> InboundMessage:
-        """Publish ``text`` on ``session`` durably; its reply can then be awaited.
+        With a ``client_id`` already used within the dedupe window nothing new is stored:
+        the caller is attached to the first message instead. Call `detach` when done.
+
+        Args:
+            session: the ``cli:NAME`` session key.
+            text: the message.
+            autopilot: run the message in autopilot mode.
+            client_id: the sender's idempotency id (the message's ``event_id``).
+            message_id: the id to give the message (default: a fresh one), e.g. one the
+                caller subscribed to ephemerals of before publishing.
 
         Raises:
             ValueError: bad session key.
@@ -156,46 +202,49 @@ class CliChannel:
         """
         if self._context is None:
             raise ChannelStopped("the cli channel is not running")
-        message = _to_inbound(session, text, autopilot=autopilot)
-        self.expect(message.id)
+        message = _to_inbound(
+            session, text, autopilot=autopilot, client_id=client_id, message_id=message_id
+        )
+        self._attach(message.id)  # before publishing: the reply cannot slip past
         try:
-            await self._context.bus.publish_inbound(message)
+            published = await self._context.bus.publish_inbound(message)
         except BaseException:
-            self.forget(message.id)
+            self.detach(message.id)
             raise
-        return message
+        if published.message_id != message.id:
+            self._attach(published.message_id)
+            self.detach(message.id)
+        return Submitted(published.message_id, published.duplicate)
 
-    def forget(self, message_id: str) -> None:
-        """Stop waiting for the reply to ``message_id``."""
-        future = self._waiters.pop(message_id, None)
-        if future is not None:
-            future.cancel()
+    def _attach(self, message_id: str) -> None:
+        senders = self._senders.setdefault(message_id, _Senders())
+        senders.count += 1
+        if message_id not in self._handed:
+            senders.decided.clear()
 
-    # The control API passes the client's timeout through: part of the contract.
-    async def wait_reply(
-        self,
-        message_id: str,
-        timeout: float | None,
-    ) -> OutboundMessage | None:
-        """The reply to ``message_id``, or None after ``timeout`` seconds (None: no limit).
+    def handed(self, message_id: str) -> None:
+        """A connected sender received the reply to ``message_id``."""
+        self._handed[message_id] = None
+        while len(self._handed) > _HANDED_MEMORY:
+            del self._handed[next(iter(self._handed))]
+        senders = self._senders.get(message_id)
+        if senders is not None:
+            senders.decided.set()
 
-        One waiter per message: use the one :meth:`submit` (or :meth:`expect`)
-        registered before publishing; without it, a reply delivered earlier is only in
-        the store. The waiter is gone when this returns.
+    def detach(self, message_id: str) -> None:
+        """A sender of ``message_id`` is gone (with or without the reply)."""
+        senders = self._senders.get(message_id)
+        if senders is None:
+            return
+        senders.count -= 1
+        if senders.count <= 0:
+            del self._senders[message_id]
+            senders.decided.set()
 
-        Raises:
-            ChannelStopped: the channel stopped before the reply came.
-        """
-        self.expect(message_id)
-        future = self._waiters[message_id]
-        try:
-            async with asyncio.timeout(timeout):
-                reply = await asyncio.shield(future)
-        except TimeoutError:
-            return None
-        finally:
-            if self._waiters.get(message_id) is future:
-                del self._waiters[message_id]
-        if reply is None:
-            raise ChannelStopped("the gateway is stopping")
-        return reply
+
+def _create(config: CliConfig) -> CliChannel:
+    return CliChannel(config=config)
+
+
+plugin = ChannelPlugin(name="cli", config_model=CliConfig, create=_create)
+"""The ``familiar.channels`` entry point of the built-in CLI channel."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -12,20 +12,32 @@ from core.agent.commands import CommandRouter
 from core.agent.config import AgentConfig
 from core.agent.context import ContextBuilder
 from core.agent.runtime import AgentRuntime
-from core.agent.services import AgentServices
+from core.agent.services import TurnServices
 from core.agent.task_complete import task_complete
+from core.agent.tokens import for_model
+from core.agent.turn import TurnHandler
+from core.bus.base import Bus
 from core.bus.ephemeral import EphemeralHub
+from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
 from core.events import EventLog
+from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
+from core.memory.semantic import SemanticRecall
+from core.memory.tools import memory_tools
 from core.messages import utcnow
 from core.providers.base import Provider
-from core.schedule_commands import register_schedule_commands
-from core.schedule_tool import manage_schedule
-from core.scheduler import SchedulerConfig, ScheduleService
+from core.scheduling import (
+    SchedulerConfig,
+    ScheduleService,
+    manage_schedule,
+    register_schedule_commands,
+)
 from core.sessions import SessionStore
 from core.store.engine import Store
+from core.tools.approvals import ApprovalService, register_approval_commands
+from core.tools.base import Tool, ToolDeps
 from core.tools.config import ToolsConfig
-from core.tools.exec import exec_tools
+from core.tools.exec import ExecRunner, exec_tools
 from core.tools.fs import fs_tools
 from core.tools.policy import ToolPolicy
 from core.tools.registry import ToolRegistry
@@ -36,31 +48,45 @@ __all__ = ["CoreApp", "build_core"]
 
 @dataclass(kw_only=True)
 class CoreApp:
-    """The running core: services plus the agent runtime that works on them."""
+    """The running core: its stores and bus, the agent runtime, and the schedules."""
 
-    services: AgentServices
+    store: Store
+    bus: Bus
+    hub: EphemeralHub
+    sessions: SessionStore
+    events: EventLog
+    commands: CommandRouter
+    tool_deps: ToolDeps
+    provider: Provider | None
     runtime: AgentRuntime
     schedules: ScheduleService
-
-    @property
-    def store(self) -> Store:
-        return self.services.store
-
-    @property
-    def bus(self) -> SqlBus:
-        return self.services.bus
+    approvals: ApprovalService
+    exec_runner: ExecRunner
+    memory: MemoryService
+    memory_files: MemoryFileIndexer
+    compaction: CompactionWorker
 
     async def start(self) -> None:
         await self.runtime.start()
         await self.schedules.start()
+        await self.approvals.start()
+        await self.memory_files.start()
+        if self.memory.semantic is not None:
+            await self.memory.semantic.start()
+        await self.compaction.start()
 
     async def stop(self, *, grace: float | None = None) -> None:
+        await self.approvals.stop()
+        await self.memory_files.stop()
+        if self.memory.semantic is not None:
+            await self.memory.semantic.stop()
         if self.schedules.running:
             await self.schedules.stop()
         await self.runtime.stop(grace=grace)
-        if self.services.provider is not None:
-            await self.services.provider.aclose()
-        await self.services.store.close()
+        await self.compaction.stop()
+        if self.provider is not None:
+            await self.provider.aclose()
+        await self.store.close()
 
 
 async def build_core(
@@ -73,36 +99,113 @@ async def build_core(
     scheduler: SchedulerConfig | None = None,
     store: Store | None = None,
     schedule_clock: Callable[[], datetime] = utcnow,
+    extra_tools: Sequence[Tool] = (),
+    memory: MemoryConfig | None = None,
+    model: str | None = None,
 ) -> CoreApp:
-    """Open the store (migrating it), scaffold the workspace and wire the runtime."""
+    """Open the store (migrating it), scaffold the workspace and wire the runtime.
+
+    Args:
+        extra_tools: more tools for the agent (tests, plugins), beside the built-in ones.
+        model: the provider's model, for its tokenizer (`core.agent.tokens.for_model`).
+    """
     await asyncio.to_thread(scaffold_workspace, workspace)
     if store is None:
         store = Store(url=store_url)
         await store.open()
-    registry = ToolRegistry(
-        tools=[*fs_tools(tools), *exec_tools(tools), task_complete, manage_schedule],
-        policy=ToolPolicy(config=tools.policy),
-    )
-    services = AgentServices(
-        store=store,
-        bus=SqlBus(store=store),
-        hub=EphemeralHub(),
-        sessions=SessionStore(store=store),
-        events=EventLog(store=store),
-        provider=provider,
-        tools=registry,
-        context=ContextBuilder(workspace=workspace, config=agent.context, agent_name=agent.name),
-        config=agent,
-        workspace=workspace,
-        commands=CommandRouter(),
-    )
+    bus = SqlBus(store=store)
+    events = EventLog(store=store)
+    sessions = SessionStore(store=store)
+    commands = CommandRouter()
     schedules = ScheduleService(
         config=scheduler or SchedulerConfig(),
         store=store,
-        bus=services.bus,
-        events=services.events,
+        bus=bus,
+        events=events,
         clock=schedule_clock,
     )
-    register_schedule_commands(services.commands, schedules)
-    services.tool_extras["scheduler"] = schedules
-    return CoreApp(services=services, runtime=AgentRuntime(services=services), schedules=schedules)
+    register_schedule_commands(commands, schedules)
+    runner = ExecRunner(tools.exec)
+    approvals = ApprovalService(
+        store=store,
+        bus=bus,
+        runner=runner,
+        workspace=workspace,
+        timeout=tools.exec.approval_timeout,
+    )
+    register_approval_commands(commands, approvals)
+    memory = memory or MemoryConfig()
+    semantic = (
+        SemanticRecall(store=store, config=memory.embeddings) if memory.embeddings.enabled else None
+    )
+    memory_service = MemoryService(store=store, config=memory, semantic=semantic)
+    registry = ToolRegistry(
+        tools=[
+            *fs_tools(tools),
+            *exec_tools(tools, runner=runner, approvals=approvals),
+            task_complete,
+            manage_schedule,
+            *memory_tools(),
+            *extra_tools,
+        ],
+        policy=ToolPolicy(config=tools.policy),
+    )
+    context = ContextBuilder(
+        workspace=workspace,
+        config=agent.context,
+        agent_name=agent.name,
+        tokens=for_model(model),
+    )
+    owner = make_owner()
+    compaction = CompactionWorker(
+        store=store,
+        sessions=sessions,
+        events=events,
+        provider=provider,
+        context=context,
+        config=memory,
+        history_budget=agent.context.history_token_budget,
+        summary_max_chars=agent.context.summary_max_chars,
+        owner=owner,
+    )
+    turn_services = TurnServices(
+        store=store,
+        inbox=bus,
+        hub=EphemeralHub(),
+        sessions=sessions,
+        events=events,
+        provider=provider,
+        tools=registry,
+        context=context,
+        config=agent,
+        workspace=workspace,
+        commands=commands,
+        tool_deps=ToolDeps(schedules, approvals, memory_service),
+        compaction=compaction if memory.compaction == "model" else None,
+        notices=approvals,
+    )
+    runtime = AgentRuntime(
+        inbox=bus,
+        turns=TurnHandler(services=turn_services, owner=owner),
+        owner=owner,
+        config=agent,
+        commands=commands,
+        sessions=sessions,
+    )
+    return CoreApp(
+        store=store,
+        bus=bus,
+        hub=turn_services.hub,
+        sessions=sessions,
+        events=events,
+        commands=commands,
+        tool_deps=turn_services.tool_deps,
+        provider=provider,
+        runtime=runtime,
+        schedules=schedules,
+        approvals=approvals,
+        exec_runner=runner,
+        memory=memory_service,
+        memory_files=MemoryFileIndexer(store=store, workspace=workspace, config=memory),
+        compaction=compaction,
+    )

@@ -3,6 +3,7 @@
     FamiliarError
     ├── ConfigError              bad or missing configuration (names the key)
     ├── StoreError               the database failed or is unreachable
+    │   └── StoreFileError       the SQLite file cannot be used (names the file, the cause, a hint)
     ├── BusError                 the bus refused an operation
     ├── ProviderError            the LLM call failed (carries status / retry_after)
     │   ├── ProviderUnavailable  cannot connect / 5xx / timeout after retries
@@ -12,6 +13,8 @@
     │   ├── ToolRetry            the model should fix its arguments and retry
     │   └── ToolFailed           the tool ran and failed
     ├── PolicyDenied             a tool call refused by policy or a hook
+    ├── MemoryRefused            bad memory input or a scope the caller may not touch
+    │   └── MemoryNotFound       no memory entry with that id
     ├── CommandError             a slash command was malformed (message is user-facing)
     └── TurnCancelled            a running turn was stopped (/stop)
 
@@ -25,12 +28,15 @@ __all__ = [
     "CommandError",
     "ConfigError",
     "FamiliarError",
+    "MemoryNotFound",
+    "MemoryRefused",
     "PolicyDenied",
     "ProviderError",
     "ProviderRateLimited",
     "ProviderRejected",
     "ProviderUnavailable",
     "StoreError",
+    "StoreFileError",
     "ToolError",
     "ToolFailed",
     "ToolRetry",
@@ -52,6 +58,24 @@ class ConfigError(FamiliarError):
 
 class StoreError(FamiliarError):
     """The store failed."""
+
+
+class StoreFileError(StoreError):
+    """The SQLite database file cannot be used: missing, replaced, unreadable, corrupted.
+
+    Its message is one line: the file, what is wrong, and what to do about it.
+
+    Attributes:
+        path: the database file.
+        cause: what is wrong with it (one line).
+    """
+
+    HINT = 'restore it from a backup or move it aside; see "familiar doctor"'
+
+    def __init__(self, path: str, cause: str, *, hint: str | None = None) -> None:
+        self.path = path
+        self.cause = " ".join(cause.split())
+        super().__init__(f"the database {path} {self.cause} ({hint or self.HINT})")
 
 
 class BusError(FamiliarError):
@@ -100,6 +124,15 @@ class ToolFailed(ToolError):
 
 class PolicyDenied(FamiliarError):
     """A tool call was refused by policy or a hook."""
+
+
+class MemoryRefused(FamiliarError):
+    """A memory operation was refused (empty or oversized text, too many tags, a bad
+    query, or a scope the caller may not write); the message is for the model or user."""
+
+
+class MemoryNotFound(MemoryRefused):
+    """No memory entry has that id."""
 
 
 class CommandError(FamiliarError):

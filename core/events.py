@@ -6,51 +6,33 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
-from sqlalchemy import Connection, insert
+from sqlalchemy import Connection, func, insert
 from sqlmodel import col, select
 
+from core.event_data import EventPayload, EventType, fields_of, payload_of, type_of
 from core.store.engine import Store
 from core.store.models import EventRow
 
-__all__ = ["Event", "EventLog", "EventType"]
+__all__ = ["Event", "EventLog", "EventPayload", "EventType"]
 
 _INSERT_EVENTS = insert(EventRow.__table__)  # type: ignore[attr-defined]
 
 
-class EventType:
-    """Public event type names (hooks, scripts and ``sessions show --events`` rely on them)."""
-
-    USER_MESSAGE: Final = "user.message"
-    TURN_START: Final = "assistant.turn_start"
-    ASSISTANT_MESSAGE: Final = "assistant.message"
-    TURN_END: Final = "assistant.turn_end"
-    TOOL_START: Final = "tool.execution_start"
-    TOOL_COMPLETE: Final = "tool.execution_complete"
-    IDLE: Final = "session.idle"
-    TASK_COMPLETE: Final = "session.task_complete"
-    ERROR: Final = "session.error"
-    SCHEDULE_CREATED: Final = "session.schedule_created"
-    SCHEDULE_CANCELLED: Final = "session.schedule_cancelled"
-    SCHEDULE_FIRED: Final = "session.schedule_fired"
-    SCHEDULE_MISSED: Final = "session.schedule_missed"
-    SUBAGENT_STARTED: Final = "subagent.started"
-    SUBAGENT_COMPLETED: Final = "subagent.completed"
-    SUBAGENT_FAILED: Final = "subagent.failed"
-    HOOK_BLOCKED: Final = "hook.blocked"
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
-    """One entry of a session's event log."""
+    """One entry of a session's event log: a typed payload and where it belongs."""
 
     session_key: str
-    type: str
+    data: EventPayload
     message_id: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
     created_at: float = field(default_factory=time.time)
     id: int | None = None
+
+    @property
+    def type(self) -> str:
+        return type_of(self.data)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -59,7 +41,7 @@ class Event:
             "session": self.session_key,
             "message_id": self.message_id,
             "at": self.created_at,
-            "data": self.data,
+            "data": fields_of(self.data),
         }
 
 
@@ -81,7 +63,7 @@ class EventLog:
                     "session_key": e.session_key,
                     "type": e.type,
                     "message_id": e.message_id,
-                    "data": json.dumps(e.data, default=str),
+                    "data": json.dumps(fields_of(e.data), default=str),
                     "created_at": e.created_at,
                 }
                 for e in events
@@ -94,20 +76,38 @@ class EventLog:
     async def list(
         self, session_key: str, *, message_id: str | None = None, limit: int = 10_000
     ) -> list[Event]:
+        """The newest ``limit`` events of a session (of one message, if given), oldest first."""
         query = select(EventRow).where(col(EventRow.session_key) == session_key)
         if message_id is not None:
             query = query.where(col(EventRow.message_id) == message_id)
-        query = query.order_by(col(EventRow.id)).limit(limit)
+        query = query.order_by(col(EventRow.id).desc()).limit(limit)
         async with self._store.read() as s:
             rows = (await s.exec(query)).all()
-        return [
-            Event(
-                session_key=r.session_key,
-                type=r.type,
-                message_id=r.message_id,
-                data=json.loads(r.data),
-                created_at=r.created_at,
-                id=r.id,
-            )
-            for r in rows
-        ]
+        return [_event_of(r) for r in reversed(rows)]
+
+    async def newest_id(self) -> int:
+        """The newest event id over all sessions (0 when none)."""
+        async with self._store.read() as s:
+            return int((await s.exec(select(func.max(EventRow.id)))).one() or 0)
+
+    async def tail(self, after_id: int, *, types: Sequence[str], limit: int) -> Sequence[Event]:
+        """Events of ``types`` newer than ``after_id`` over all sessions, oldest first."""
+        query = (
+            select(EventRow)
+            .where(col(EventRow.id) > after_id, col(EventRow.type).in_(list(types)))
+            .order_by(col(EventRow.id))
+            .limit(limit)
+        )
+        async with self._store.read() as s:
+            rows = (await s.exec(query)).all()
+        return tuple(_event_of(r) for r in rows)
+
+
+def _event_of(row: EventRow) -> Event:
+    return Event(
+        session_key=row.session_key,
+        data=payload_of(row.type, json.loads(row.data)),
+        message_id=row.message_id,
+        created_at=row.created_at,
+        id=row.id,
+    )

@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 __all__ = [
     "Attachment",
@@ -84,6 +84,8 @@ class InboundMessage(_Frozen):
     """Platform event id (or idempotency key); a second publish with it is dropped."""
     autopilot: bool = False
     schedule_id: int | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    """Caller data stored with the message (a webhook's ``metadata``); core never reads it."""
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -97,6 +99,20 @@ class OutboundMessage(_Frozen):
     text: str
     kind: OutboundKind = "reply"
     created_at: datetime = Field(default_factory=utcnow)
+
+    @classmethod
+    def answering(
+        cls, message: InboundMessage, text: str, kind: OutboundKind = "reply"
+    ) -> OutboundMessage:
+        """The final reply to ``message``: same session and delivery, its one reply id."""
+        return cls(
+            id=reply_id_for(message.id),
+            inbound_id=message.id,
+            session_key=message.session_key,
+            delivery=message.delivery,
+            text=text,
+            kind=kind,
+        )
 
 
 class StreamDelta(_Frozen):

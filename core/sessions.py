@@ -6,19 +6,28 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
+from core.messages import OutboundMessage
 from core.providers.base import ChatMessage, ToolCall
 from core.store.engine import Store
-from core.store.models import HistoryRow, InboundRow, SessionRow
+from core.store.models import HistoryRow, SessionRow
 from core.store.sql import insert_ignore
 
-__all__ = ["HistoryEntry", "SessionInfo", "SessionState", "SessionStore"]
+__all__ = [
+    "HistoryEntry",
+    "SessionInfo",
+    "SessionState",
+    "SessionStore",
+    "StoredMessage",
+    "UnreadKeeper",
+    "UnreadReply",
+]
 
 _sessions = SessionRow.__table__  # type: ignore[attr-defined]
 _history = HistoryRow.__table__  # type: ignore[attr-defined]
-_inbound = InboundRow.__table__  # type: ignore[attr-defined]
 _INSERT_HISTORY = insert(_history)
 _SESSION_COLUMNS = select(
     _sessions.c.key,
@@ -54,6 +63,48 @@ _TOUCH = (
 _TOUCH_SUMMARY = _TOUCH.values(summary=bindparam("b_summary"), summary_upto=bindparam("upto"))
 
 
+class UnreadKeeper(Protocol):
+    """Where a channel puts a final reply nobody saw (kept in its session, unread)."""
+
+    async def keep_unread(self, reply: OutboundMessage) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadReply:
+    """A reply that arrived while nobody watched its session."""
+
+    id: int
+    message_id: str | None
+    text: str
+    created_at: float
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "message_id": self.message_id,
+            "text": self.text,
+            "at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A history message as shown to people (``familiar sessions show``)."""
+
+    epoch: int
+    role: str
+    content: str
+    unread: bool = False
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "epoch": self.epoch,
+            "role": self.role,
+            "content": self.content,
+            "unread": self.unread,
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class HistoryEntry:
     """A stored history message and its row id."""
@@ -76,6 +127,8 @@ class SessionState:
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
+    """A session as listed; ``pending`` (queued messages) is filled in from the bus."""
+
     key: str
     channel: str
     created_at: float
@@ -232,8 +285,16 @@ class SessionStore:
 
         return await self._store.transact(job)
 
+    async def count(self) -> int:
+        """How many sessions exist."""
+        async with self._store.read() as s:
+            conn = await s.connection()
+            return int(
+                (await conn.execute(select(func.count()).select_from(_sessions))).scalar() or 0
+            )
+
     async def list_sessions(self, *, limit: int = 1000) -> list[SessionInfo]:
-        """The most recently active sessions with their queued message counts."""
+        """The most recently active sessions, newest first."""
         return await self._infos(None, limit)
 
     async def info(self, key: str) -> SessionInfo | None:
@@ -242,11 +303,6 @@ class SessionStore:
         return found[0] if found else None
 
     async def _infos(self, key: str | None, limit: int) -> list[SessionInfo]:
-        pending = (
-            select(_inbound.c.session_key, func.count())
-            .where(_inbound.c.status.in_(["pending", "claimed"]))
-            .group_by(_inbound.c.session_key)
-        )
         query = (
             select(
                 _sessions.c.key,
@@ -260,11 +316,9 @@ class SessionStore:
             .limit(limit)
         )
         if key is not None:
-            pending = pending.where(_inbound.c.session_key == key)
             query = query.where(_sessions.c.key == key)
         async with self._store.read() as s:
             conn = await s.connection()
-            counts = {k: n for k, n in (await conn.execute(pending)).all()}
             rows = (await conn.execute(query)).all()
         return [
             SessionInfo(
@@ -274,15 +328,14 @@ class SessionStore:
                 updated_at=r.updated_at,
                 epoch=r.epoch,
                 message_count=r.message_count,
-                pending=int(counts.get(r.key, 0)),
             )
             for r in rows
         ]
 
-    async def all_history(self, key: str, *, limit: int = 1000) -> list[tuple[int, str, str]]:
-        """(epoch, role, content) of the newest stored messages, oldest first (for display)."""
+    async def all_history(self, key: str, *, limit: int = 1000) -> list[StoredMessage]:
+        """The newest stored messages, oldest first (for display)."""
         query = (
-            select(_history.c.epoch, _history.c.role, _history.c.content)
+            select(_history.c.epoch, _history.c.role, _history.c.content, _history.c.unread)
             .where(_history.c.session_key == key)
             .order_by(_history.c.id.desc())
             .limit(limit)
@@ -290,4 +343,72 @@ class SessionStore:
         async with self._store.read() as s:
             conn = await s.connection()
             rows = (await conn.execute(query)).all()
-        return [(int(e), str(r), str(c)) for e, r, c in reversed(rows)]
+        return [StoredMessage(int(e), str(r), str(c), bool(u)) for e, r, c, u in reversed(rows)]
+
+    # -- replies nobody saw ----------------------------------------------------------------
+
+    async def keep_unread(self, reply: OutboundMessage) -> None:
+        """Keep ``reply`` in its session's history, marked unread.
+
+        A reply the session's own turn wrote (a schedule firing) is marked; one from
+        elsewhere (a heartbeat check-in delivered here) is added as an assistant message,
+        once: a repeated delivery finds and marks the same row.
+        """
+
+        def job(conn: Connection) -> None:
+            found = conn.execute(
+                select(_history.c.id)
+                .where(
+                    _history.c.session_key == reply.session_key,
+                    _history.c.inbound_id == reply.inbound_id,
+                    _history.c.role == "assistant",
+                )
+                .order_by(_history.c.id.desc())
+                .limit(1)
+            ).scalar()
+            if found is not None:
+                conn.execute(update(_history).where(_history.c.id == found).values(unread=True))
+                return
+            state = self.ensure_in(conn, reply.session_key, reply.delivery.channel)
+            conn.execute(
+                _INSERT_HISTORY,
+                {
+                    **_row_values(
+                        state.key,
+                        state.epoch,
+                        reply.inbound_id,
+                        ChatMessage(role="assistant", content=reply.text),
+                        self._clock(),
+                    ),
+                    "unread": True,
+                },
+            )
+            self.touch_in(conn, key=state.key, added=1)
+
+        await self._store.transact(job)
+
+    async def unread(self, key: str, *, limit: int = 100) -> list[UnreadReply]:
+        """The session's unread replies, oldest first."""
+        query = (
+            select(_history.c.id, _history.c.inbound_id, _history.c.content, _history.c.created_at)
+            .where(_history.c.session_key == key, _history.c.unread.is_(True))
+            .order_by(_history.c.id.desc())
+            .limit(limit)
+        )
+        async with self._store.read() as s:
+            conn = await s.connection()
+            rows = (await conn.execute(query)).all()
+        return [UnreadReply(int(i), m, str(c), float(t)) for i, m, c, t in reversed(rows)]
+
+    async def mark_read(self, key: str, *, upto: int) -> int:
+        """Mark the session's unread replies up to history id ``upto`` read; how many."""
+        statement = (
+            update(_history)
+            .where(
+                _history.c.session_key == key,
+                _history.c.unread.is_(True),
+                _history.c.id <= upto,
+            )
+            .values(unread=False)
+        )
+        return await self._store.transact(lambda conn: int(conn.execute(statement).rowcount))

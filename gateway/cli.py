@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
+# typer 0.29 vendors click as typer._click; its UsageError is the one raised here.
+from typer._click.core import Context
+from typer._click.exceptions import UsageError
+from typer.core import TyperGroup
+
 from core.errors import ConfigError, FamiliarError
+from gateway.commands.backup import backup
 from gateway.commands.chat import chat
-from gateway.commands.common import EXIT_FAILED, CliDeps, HomeOption, fail, resolve_home
+from gateway.commands.common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliDeps,
+    HomeOption,
+    fail,
+    resolve_home,
+)
 from gateway.commands.config_show import config_app
 from gateway.commands.doctor import doctor
 from gateway.commands.inspect import sessions_app, status
+from gateway.commands.memory import memory_app
 from gateway.commands.schedule import schedule_app
 from gateway.commands.service import service_app
 from gateway.commands.talk import send
@@ -19,10 +34,43 @@ from gateway.init import init_home
 
 __all__ = ["CliDeps", "app", "main"]
 
+EXIT_CODES = (
+    "Exit status: 0 success (a reply), 1 failure (an agent/provider error, no reply yet, "
+    "a failed check), 2 no gateway is running, 64 usage error (bad option or argument, "
+    "text that is not UTF-8 or over the 1 MiB limit), 78 bad configuration (gateway)."
+)
+
+
+class _FamiliarGroup(TyperGroup):
+    """Usage errors exit 64 (sysexits EX_USAGE), not click's 2: 2 means "no gateway"."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: Context | None = None,
+        **extra: Any,
+    ) -> Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except UsageError as exc:
+            exc.exit_code = EXIT_USAGE
+            raise
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:  # raised by a subcommand or one of its options
+            exc.exit_code = EXIT_USAGE
+            raise
+
+
 app = typer.Typer(
+    cls=_FamiliarGroup,
     no_args_is_help=True,
     add_completion=False,
     help="familiar: a self-hosted, always-on AI assistant gateway.",
+    epilog=EXIT_CODES,
 )
 
 
@@ -49,10 +97,12 @@ app.add_typer(config_app, name="config")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(service_app, name="service")
 app.add_typer(schedule_app, name="schedule")
+app.add_typer(memory_app, name="memory")
 app.command("send")(send)
 app.command("chat")(chat)
 app.command("status")(status)
 app.command("doctor")(doctor)
+app.command("backup")(backup)
 app.command("init")(init)
 app.command("gateway")(gateway)
 

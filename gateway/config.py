@@ -6,11 +6,13 @@ handed the resulting models.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -18,23 +20,33 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from channels.base import ChannelConfig
+from channels.cli import CliConfig
 from core.agent.config import AgentConfig
 from core.errors import ConfigError
+from core.memory.config import MemoryConfig
 from core.providers.config import ProviderConfig
-from core.scheduler_config import SchedulerConfig
+from core.scheduling import SchedulerConfig
 from core.store.config import StoreConfig
 from core.tools.config import ToolsConfig
 from gateway.logging_setup import LogConfig
+from gateway.plugins import ChannelPlugins, discover_channels
 
 __all__ = [
     "CONFIG_FILE",
+    "ChannelsConfig",
     "FamiliarConfig",
     "HttpConfig",
+    "UninstalledChannel",
+    "config_model",
     "default_home",
     "load_config",
+    "store_url",
+    "workspace_dir",
 ]
 
 CONFIG_FILE = "config.toml"
+DB_FILE = "familiar.db"
 
 
 class HttpConfig(BaseModel):
@@ -45,6 +57,79 @@ class HttpConfig(BaseModel):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=0, le=65535)
+
+    def exposure(self, bound_port: int | None = None) -> str | None:
+        """A warning when ``host`` is not a loopback address (None when it is, or off).
+
+        What listens there is public to whoever reaches the address: health, metrics,
+        and the webhook, Slack and Teams routes of the channels that are enabled.
+
+        Args:
+            bound_port: the port actually bound, when known (``port = 0`` picks one).
+        """
+        if not self.enabled or _loopback(self.host):
+            return None
+        where = (
+            "every interface" if self.host in ("", "0.0.0.0", "::") else "a non-loopback address"
+        )
+        return (
+            f"http.host is {self.host or '(empty)'} ({where}): /healthz, /readyz and /metrics "
+            "(and the webhook, Slack and Teams routes of enabled channels) are reachable "
+            f"from the network on port {bound_port or self.port}; "
+            'set http.host = "127.0.0.1" unless a firewall or a reverse proxy guards that port'
+        )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+class UninstalledChannel(BaseModel):
+    """A ``[channels.<name>]`` table no installed plugin describes: kept, never started."""
+
+    model_config = ConfigDict(extra="allow")
+
+    enabled: bool = False
+    """Enabling it is an error until a package provides this channel."""
+
+    unavailable: ClassVar[str] = (
+        "this channel is enabled but no package provides it "
+        "(no 'familiar.channels' entry point of that name is installed)"
+    )
+
+    @model_validator(mode="after")
+    def _not_enabled(self) -> UninstalledChannel:
+        if self.enabled:
+            raise PydanticCustomError(
+                "channel_unavailable", "{reason}", {"reason": self.unavailable}
+            )
+        return self
+
+
+class ChannelsConfig(BaseModel):
+    """Channels: one ``[channels.<name>]`` table per installed channel, checked by its
+    plugin; ``enabled = true`` starts it with the gateway."""
+
+    # config_model() adds a typed field per installed plugin; tables of channels that
+    # are not installed stay UninstalledChannel (an error once enabled).
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, UninstalledChannel] = Field(init=False)
+
+    cli: CliConfig = Field(default_factory=CliConfig)
+
+    def installed(self) -> dict[str, ChannelConfig]:
+        """Name -> config of every installed channel."""
+        found = {name: getattr(self, name) for name in type(self).model_fields}
+        return {name: value for name, value in found.items() if isinstance(value, ChannelConfig)}
+
+    def enabled(self) -> dict[str, ChannelConfig]:
+        """Name -> config of every installed channel with ``enabled = true`` (cli too)."""
+        return {name: value for name, value in self.installed().items() if value.enabled}
 
 
 class FamiliarConfig(BaseSettings):
@@ -66,8 +151,8 @@ class FamiliarConfig(BaseSettings):
     http: HttpConfig = Field(default_factory=HttpConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
-    channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """``[channels.<name>]`` tables; each channel validates its own (``enabled = true``)."""
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
 
     @classmethod
     def settings_customise_sources(
@@ -82,6 +167,50 @@ class FamiliarConfig(BaseSettings):
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
 
+def config_model(plugins: ChannelPlugins) -> type[FamiliarConfig]:
+    """`FamiliarConfig` whose ``channels`` has a typed table per plugin in ``plugins``."""
+    tables: dict[str, Any] = {
+        name: (plugin.config_model, Field(default_factory=plugin.config_model))
+        for name, plugin in plugins.loaded.items()
+    }
+    for name, reason in plugins.broken.items():
+        if name in tables:
+            continue
+        broken = type(
+            f"Unusable_{name}",
+            (UninstalledChannel,),
+            {
+                "__doc__": f"Channel plugin {name!r} is installed but cannot be used.",
+                "unavailable": reason,
+                "__module__": __name__,
+            },
+        )
+        tables[name] = (broken, Field(default_factory=broken))
+    channels = create_model(
+        "ChannelsConfig", __base__=ChannelsConfig, __doc__=ChannelsConfig.__doc__, **tables
+    )
+    return type(
+        "FamiliarConfig",
+        (FamiliarConfig,),
+        {
+            "__module__": __name__,
+            "__annotations__": {"channels": channels},
+            "channels": Field(default_factory=channels),
+        },
+    )
+
+
+def workspace_dir(home: Path, config: FamiliarConfig) -> Path:
+    """The workspace folder: ``workspace`` (relative to the home) or ``<home>/workspace``."""
+    workspace = (config.workspace or Path("workspace")).expanduser()
+    return workspace if workspace.is_absolute() else home / workspace
+
+
+def store_url(home: Path, config: FamiliarConfig) -> str:
+    """``store.url``, or the embedded SQLite file ``<home>/familiar.db``."""
+    return config.store.url or f"sqlite+aiosqlite:///{home / DB_FILE}"
+
+
 def default_home(env: dict[str, str] | None = None) -> Path:
     """``FAMILIAR_HOME`` or ``~/.familiar``."""
     env = dict(os.environ) if env is None else env
@@ -93,14 +222,24 @@ def _describe(error: dict[str, Any]) -> str:
     return f"{key}: {error['msg']}"
 
 
-def load_config(home: Path, **overrides: Any) -> FamiliarConfig:
-    """Read ``<home>/config.toml`` and the environment; raise ConfigError naming bad keys."""
+def load_config(
+    home: Path, *, channel_plugins: ChannelPlugins | None = None, **overrides: Any
+) -> FamiliarConfig:
+    """Read ``<home>/config.toml`` and the environment; raise ConfigError naming bad keys.
+
+    Args:
+        home: the familiar home.
+        channel_plugins: validate ``[channels.<name>]`` tables with these plugins'
+            models (default: the installed ``familiar.channels`` entry points).
+        overrides: settings that win over the file and the environment, by section.
+    """
     path = home / CONFIG_FILE
+    model = config_model(discover_channels() if channel_plugins is None else channel_plugins)
     # pydantic-settings reads the TOML path from model_config: bind it in a subclass.
     bound = type(
         "FamiliarConfig",
-        (FamiliarConfig,),
-        {"model_config": {**FamiliarConfig.model_config, "toml_file": path}},
+        (model,),
+        {"__module__": __name__, "model_config": {**model.model_config, "toml_file": path}},
     )
     try:
         config: FamiliarConfig = bound(**overrides)

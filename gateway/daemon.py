@@ -11,39 +11,50 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from channels.base import Channel, ChannelContext
+from channels.base import Channel, ChannelContext, MeteredChannel
 from channels.cli import CliChannel
 from core.app import CoreApp, build_core
-from core.delivery import DeliveryWorker
+from core.bus.delivery import DeliveryWorker
 from core.errors import ConfigError, FamiliarError
-from core.heartbeat import HeartbeatService
 from core.messages import OutboundMessage
 from core.providers.base import Provider
 from core.providers.factory import build_provider
+from core.scheduling import HeartbeatService
 from core.store.engine import Store
-from gateway.config import CONFIG_FILE, FamiliarConfig, default_home, load_config
-from gateway.control import ControlServer, ControlState, build_control_app, mask_url
-from gateway.control_schedules import add_schedule_routes
+from gateway.config import (
+    CONFIG_FILE,
+    FamiliarConfig,
+    default_home,
+    load_config,
+    store_url,
+    workspace_dir,
+)
+from gateway.control.schedules import add_schedule_routes
+from gateway.control.server import ControlServer, ControlState, build_control_app
+from gateway.delivery import DeliveryFailures, delivery_worker
+from gateway.home_files import SocketPathTaken, check_socket_path, secure_home
+from gateway.http_errors import body_checks
 from gateway.init import RUN_DIR, init_home
 from gateway.logging_setup import LogConfig, setup_logging
+from gateway.masking import mask_url
 from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
-from gateway.plugins import CHANNELS_GROUP, load_channels
+from gateway.plugins import ChannelPlugins, build_channels, discover_channels
 from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
+from gateway.store_watch import StoreWatch
+from gateway.supervisor import ChannelSupervisor
 from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
 
 __all__ = [
-    "CHANNELS_GROUP",
     "EX_CONFIG",
     "LOCK_FILE",
     "SOCKET_FILE",
     "GatewayLocked",
-    "load_channels",
     "main",
     "run_gateway",
     "serve",
@@ -95,7 +106,8 @@ def run_gateway(home: Path) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status.
 
     0 after a clean stop, 78 (EX_CONFIG) for bad configuration, 1 for other failures
-    to start (another gateway on this home, unreachable store...).
+    to start (another gateway on this home, unreachable or damaged store...) and when
+    the database file is lost while serving.
     """
     return asyncio.run(serve(home))
 
@@ -107,6 +119,7 @@ async def serve(
     env: Mapping[str, str] | None = None,
     ollama_url: str = OLLAMA_URL,
     config_overrides: Mapping[str, Any] | None = None,
+    entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
 ) -> int:
     """Start every part of the gateway, serve until stopped, shut down gracefully.
 
@@ -118,17 +131,22 @@ async def serve(
         ollama_url: where to look for a local Ollama when auto-detecting.
         config_overrides: settings that win over config.toml and the environment,
             by section (e.g. ``{"http": {"port": 0}}``).
+        entry_points: the ``familiar.channels`` entry points to load channel
+            plugins from (default: the installed ones).
 
     Returns:
         The process exit status (see `run_gateway`).
     """
     home = await asyncio.to_thread(_absolute, home)
     setup_logging(LogConfig())
+    plugins = await asyncio.to_thread(discover_channels, entry_points)
     try:
         if not (home / CONFIG_FILE).exists():
-            for line in await asyncio.to_thread(init_home, home):
+            for line in await asyncio.to_thread(init_home, home, channel_plugins=plugins):
                 log.info("first start: %s", line)
-        config = await asyncio.to_thread(load_config, home, **(config_overrides or {}))
+        config = await asyncio.to_thread(
+            load_config, home, channel_plugins=plugins, **(config_overrides or {})
+        )
     except ConfigError as exc:
         print(f"familiar: {exc}", file=sys.stderr)
         return EX_CONFIG
@@ -136,17 +154,26 @@ async def serve(
         print(f"familiar: cannot prepare {home}: {exc}", file=sys.stderr)
         return 1
     setup_logging(config.log)
+    for reason in plugins.broken.values():
+        log.warning("%s", reason)
     lock = _Lock(home / RUN_DIR / LOCK_FILE)
     try:
-        await asyncio.to_thread(_make_run_dir, home / RUN_DIR)
+        await asyncio.to_thread(secure_home, home, workspace_dir(home, config))
         await asyncio.to_thread(lock.acquire, home)
     except (GatewayLocked, OSError) as exc:
-        print(f"familiar: {exc}", file=sys.stderr)
+        _fail(str(exc))
+        return 1
+    try:
+        await asyncio.to_thread(check_socket_path, home / RUN_DIR / SOCKET_FILE)
+    except SocketPathTaken as exc:
+        await asyncio.to_thread(lock.release)
+        _fail(str(exc))
         return 1
     try:
         gateway = _Gateway(
             home=home,
             config=config,
+            plugins=plugins,
             env=os.environ if env is None else env,
             ollama_url=ollama_url,
         )
@@ -159,39 +186,49 @@ def _absolute(home: Path) -> Path:
     return home.expanduser().absolute()
 
 
-def _make_run_dir(run: Path) -> None:
-    run.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(run, 0o700)
+def _fail(message: str) -> None:
+    """The one line a failed start prints (no traceback, whatever the cause)."""
+    print(f"familiar: {' '.join(message.split())}", file=sys.stderr)
 
 
 class _Gateway:
     """One run of the daemon: what was started, in order, so it can stop in reverse."""
 
     def __init__(
-        self, *, home: Path, config: FamiliarConfig, env: Mapping[str, str], ollama_url: str
+        self,
+        *,
+        home: Path,
+        config: FamiliarConfig,
+        plugins: ChannelPlugins,
+        env: Mapping[str, str],
+        ollama_url: str,
     ) -> None:
         self.home = home
         self.config = config
+        self.plugins = plugins
         self.env = env
         self.ollama_url = ollama_url
-        workspace = config.workspace or Path("workspace")
-        self.workspace = workspace if workspace.is_absolute() else home / workspace
-        self.store_url = config.store.url or f"sqlite+aiosqlite:///{home / 'familiar.db'}"
+        self.workspace = workspace_dir(home, config)
+        self.store_url = store_url(home, config)
         self.metrics = GatewayMetrics()
-        self.cli = CliChannel()
-        self.channels: list[Channel] = [self.cli]
-        self.channel_states: dict[str, str] = {}
+        self.cli = CliChannel(config=config.channels.cli)
+        self.supervisors: list[ChannelSupervisor] = []
+        self.failures: DeliveryFailures | None = None
         self.store: Store | None = None
         self.core: CoreApp | None = None
         self.state: ControlState | None = None
-        self.workers: list[DeliveryWorker] = []
         self.http_app: web.Application | None = None
         self.http_runner: web.AppRunner | None = None
         self.http_site: web.TCPSite | None = None
         self.control: ControlServer | None = None
+        self.listening: set[str] = set()
+        """The listeners that accept connections: ``http``, ``control``."""
         self.heartbeat: HeartbeatService | None = None
         self.runtime_started = False
         self.stopping = False
+        self.watch: StoreWatch | None = None
+        self.lost = asyncio.Event()
+        """Set when the store is lost for good: the gateway stops and exits 1."""
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -216,14 +253,12 @@ class _Gateway:
                 print(f"familiar: {exc}", file=sys.stderr)
                 code = EX_CONFIG
             except (FamiliarError, OSError) as exc:
-                log.error("gateway failed to start: %s", exc)
-                print(f"familiar: cannot start: {exc}", file=sys.stderr)
+                _fail(f"cannot start: {exc}")
                 code = 1
             if code == 0:
                 sd_notify(f"READY=1\nSTATUS={self._status_line()}")
                 log.info("gateway ready: %s", self._status_line())
-                await stop.wait()
-                log.info("stopping")
+                code = await self._serve_until(stop)
         finally:
             await self._shutdown()
             watchdog_stop.set()
@@ -234,10 +269,28 @@ class _Gateway:
                     loop.remove_signal_handler(sig)
         return code
 
+    async def _serve_until(self, stop: asyncio.Event) -> int:
+        """Wait for ``stop`` (exit 0) or for the store to be lost (exit 1)."""
+        waits = [asyncio.create_task(stop.wait()), asyncio.create_task(self.lost.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+        if self.lost.is_set():
+            sd_notify("STATUS=stopping: the database file was lost")
+            return 1
+        log.info("stopping")
+        return 0
+
     async def _start(self) -> None:
+        # Plugins build their channels without I/O: a refused config stops us here, before
+        # anything is opened (exit 78).
+        channels = [self.cli, *build_channels(self.config.channels.enabled(), self.plugins)]
         self.store = Store(url=self.store_url, config=self.config.store)
         await self.store.open()
-        await self.metrics.start_tail(self.store)
+        self.watch = StoreWatch(health=self.store.health, on_fatal=lambda _: self.lost.set())
+        self.watch.start()
         choice = await choose_provider(self.config.provider, self.env, ollama_url=self.ollama_url)
         provider = self._build_provider(choice)
         self.core = await build_core(
@@ -248,14 +301,20 @@ class _Gateway:
             provider=provider,
             scheduler=self.config.scheduler,
             store=self.store,
+            memory=self.config.memory,
+            model=choice.config.effective_model if choice is not None else None,
         )
-        self.channels += load_channels(
-            self.config.channels, importlib.metadata.entry_points(group=CHANNELS_GROUP)
-        )
+        await self.metrics.start_tail(self.core.bus, self.core.events)
         if self.config.http.enabled:
-            self.http_app = web.Application()
+            self.http_app = web.Application(
+                middlewares=[body_checks(too_large_hint="send a smaller body")]
+            )
             add_health_routes(
-                self.http_app, metrics=self.metrics, store=self.store, not_ready=self.not_ready
+                self.http_app,
+                metrics=self.metrics,
+                bus=self.core.bus,
+                events=self.core.events,
+                not_ready=self.readiness,
             )
         self.state = ControlState(
             home=self.home,
@@ -266,12 +325,11 @@ class _Gateway:
             provider=choice,
             version=await asyncio.to_thread(_version),
             store_url=self.store_url,
-            channel_states=self.channel_states,
+            channels=self.channel_report,
         )
-        await self._start_channels(self.core)
+        await self._start_channels(self.core, channels)
         await self.core.start()
         self.runtime_started = True
-        await self._start_http()
         schedules = self.core.schedules
         self.heartbeat = HeartbeatService(
             config=self.config.scheduler.heartbeat,
@@ -289,13 +347,16 @@ class _Gateway:
             self.home / RUN_DIR / SOCKET_FILE,
         )
         await self.control.start()
+        self.listening.add("control")
         log.info("control socket %s", self.control.path)
+        # Last: /readyz (served here) must not answer before every listener is up.
+        await self._start_http()
 
     async def _deliver_elsewhere(self, message: OutboundMessage) -> None:
         """Send a reply through the channel its delivery names (heartbeat check-ins)."""
-        for channel in self.channels:
-            if channel.name == message.delivery.channel:
-                await channel.send(message)
+        for supervisor in self.supervisors:
+            if supervisor.name == message.delivery.channel and supervisor.running:
+                await supervisor.channel.send(message)
                 return
         raise LookupError(f"no running channel named {message.delivery.channel!r}")
 
@@ -314,25 +375,35 @@ class _Gateway:
         provider = build_provider(cfg)
         return MeteredProvider(provider, self.metrics) if provider is not None else None
 
-    async def _start_channels(self, core: CoreApp) -> None:
-        services = core.services
-        context = ChannelContext(bus=services.bus, hub=services.hub, http=self.http_app)
-        for channel in self.channels:
-            self.channel_states[channel.name] = "starting"
-            try:
-                await channel.start(context)
-            except Exception as exc:
-                self.channel_states[channel.name] = "failed"
-                raise ConfigError(f"channel {channel.name!r} failed to start: {exc}") from exc
-            self.channel_states[channel.name] = "running"
-            worker = DeliveryWorker(
-                bus=services.bus,
-                channel=channel.name,
-                send=self.metrics.metered_send(channel.name, channel.send),
-            )
-            worker.start()
-            self.workers.append(worker)
-            log.info("channel %s started", channel.name)
+    async def _start_channels(self, core: CoreApp, channels: list[Channel]) -> None:
+        """Start every channel at once; one that fails is retried, never fatal."""
+        services = core
+        context = ChannelContext(
+            bus=services.bus, hub=services.hub, unread=services.sessions, http=self.http_app
+        )
+
+        failures = self.failures = DeliveryFailures(events=core.events)
+
+        def worker(channel: Channel) -> DeliveryWorker:
+            send = self.metrics.metered_send(channel.name, channel.send)
+            return delivery_worker(channel, bus=services.bus, send=send, failures=failures)
+
+        for channel in channels:
+            if isinstance(channel, MeteredChannel):
+                self.metrics.registry.register(channel.metrics_collector)
+
+        self.supervisors = [
+            ChannelSupervisor(channel, context=context, worker=worker) for channel in channels
+        ]
+        await asyncio.gather(*(supervisor.start() for supervisor in self.supervisors))
+
+    def channel_report(self) -> list[dict[str, Any]]:
+        """Each channel's ``name``, ``state``, ``error``, ``retry_in`` and ``restarts``."""
+        failures = self.failures
+        return [
+            {**s.as_json(), **(failures.report(s.name) if failures else {})}
+            for s in self.supervisors
+        ]
 
     async def _start_http(self) -> None:
         if self.http_app is None or self.state is None:
@@ -342,9 +413,12 @@ class _Gateway:
         await self.http_runner.setup()
         self.http_site = web.TCPSite(self.http_runner, http.host, http.port)
         await self.http_site.start()
+        self.listening.add("http")
         host, port = self.http_runner.addresses[0][:2]
         self.state.http_address = f"{host}:{port}"
         log.info("http listening on %s", self.state.http_address)
+        if (exposed := http.exposure(port)) is not None:
+            log.warning("%s", exposed)
 
     async def _shutdown(self) -> None:
         self.stopping = True
@@ -353,29 +427,29 @@ class _Gateway:
         await self._stop_intake()
         if self.core is not None and self.runtime_started:
             await self.core.runtime.stop(grace=self.config.agent.shutdown_grace)
-            await self._drain_outbox(self.core)
+            if not self.lost.is_set():  # else nothing reads the outbox any more
+                await self._drain_outbox(self.core)
         await self.cli.stop()  # waiting control clients get "timeout": the reply is kept
         if self.control is not None:
             await self.control.close()
         if self.http_runner is not None:
             await self.http_runner.cleanup()
-        for worker in self.workers:
-            await worker.stop()
-        for channel in self.channels:
-            if self.channel_states.get(channel.name) in ("running", "failed"):
-                try:
-                    await channel.stop()
-                except Exception:
-                    log.exception("channel %s failed to stop", channel.name)
-                self.channel_states[channel.name] = "stopped"
+        for supervisor in self.supervisors:
+            await supervisor.stop()
+        if self.watch is not None:
+            await self.watch.stop()
         if self.core is not None:
             await self.core.stop(grace=0)
+            log.info("stopped")
         elif self.store is not None:
             await self.store.close()
-        log.info("stopped")
 
     async def _stop_intake(self) -> None:
-        """No new control requests, HTTP deliveries, check-ins or schedule firings."""
+        """No new control requests, HTTP deliveries, check-ins, schedule firings or
+        channel restarts."""
+        for supervisor in self.supervisors:
+            await supervisor.stop_retrying()
+        self.listening.clear()
         if self.control is not None:
             await self.control.stop_listening()
         if self.http_site is not None:
@@ -388,7 +462,7 @@ class _Gateway:
     async def _drain_outbox(self, core: CoreApp) -> None:
         """Give replies settled during the grace a moment to reach their channels."""
         deadline = time.monotonic() + _DRAIN_SECONDS
-        names = [c.name for c in self.channels if self.channel_states.get(c.name) == "running"]
+        names = [s.name for s in self.supervisors if s.running]
         while time.monotonic() < deadline:
             due = [n for n in names if await core.bus.due_outbound(n, limit=1)]
             if not due:
@@ -398,19 +472,29 @@ class _Gateway:
 
     # -- reporting -----------------------------------------------------------------------
 
+    async def readiness(self) -> list[str]:
+        """`not_ready` after checking the store's file afresh (what ``/readyz`` serves)."""
+        if self.watch is not None and not self.stopping:
+            await self.watch.check()
+        return self.not_ready()
+
     def not_ready(self) -> list[str]:
         """Why the gateway is not ready (empty when it is)."""
         reasons: list[str] = []
+        if self.watch is not None and self.watch.problem is not None:
+            reasons.append(f"store: {self.watch.problem}")
         if self.stopping:
             reasons.append("stopping")
         if self.store is None or self.core is None:
             reasons.append("store not open")
         if not self.runtime_started:
             reasons.append("agent runtime not started")
-        for channel in self.channels:
-            state = self.channel_states.get(channel.name, "not started")
-            if state != "running":
-                reasons.append(f"channel {channel.name} {state}")
+        if not self.supervisors:
+            reasons.append("channels not started")
+        reasons += [r for s in self.supervisors if (r := s.not_ready()) is not None]
+        for listener in ("control", "http"):
+            if listener not in self.listening and (listener != "http" or self.http_app):
+                reasons.append(f"{listener} not listening")
         return reasons
 
     def _status_line(self) -> str:
@@ -420,7 +504,8 @@ class _Gateway:
             provider = f"{cfg.kind}/{cfg.effective_model or '?'}"
         http = self.state.http_address if self.state and self.state.http_address else "off"
         return (
-            f"serving: channels {', '.join(self.channel_states)}; provider {provider}; http {http}"
+            f"serving: channels {', '.join(f'{s.name} {s.state}' for s in self.supervisors)}; "
+            f"provider {provider}; http {http}"
         )
 
 

@@ -12,11 +12,13 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from core.errors import ConfigError
+from core.private_files import private_dir
 from core.workspace import scaffold_workspace
-from gateway.config import CONFIG_FILE, FamiliarConfig, load_config
+from gateway.config import CONFIG_FILE, config_model, load_config, workspace_dir
+from gateway.plugins import ChannelPlugins, discover_channels
 
 __all__ = ["RUN_DIR", "init_home", "render_default_config"]
 
@@ -35,21 +37,25 @@ _ATTRIBUTE = re.compile(r"(\w+)(?:\s*\(.*?\))?:\s*(.*)")
 _INLINE_MAX = 60
 
 
-def init_home(home: Path) -> list[str]:
+def init_home(home: Path, *, channel_plugins: ChannelPlugins | None = None) -> list[str]:
     """Create what a new home needs, never overwriting anything.
 
-    Writes ``config.toml`` (every setting commented out with its default), creates
-    ``run/`` (mode 0700) and scaffolds the default workspace. Blocking I/O: call it
+    Writes ``config.toml`` (every setting commented out with its default, mode 0600),
+    creates the home, ``run/`` and the workspace folder private (mode 0700) and
+    scaffolds the workspace. Blocking I/O: call it
     from a thread inside the daemon.
 
     Args:
         home: the familiar home (``FAMILIAR_HOME``), created if missing.
+        channel_plugins: whose ``[channels.<name>]`` tables to document (default:
+            the installed ``familiar.channels`` entry points).
 
     Returns:
         One human-readable line per thing created (empty when all existed).
     """
+    plugins = discover_channels() if channel_plugins is None else channel_plugins
     created: list[str] = []
-    home.mkdir(parents=True, exist_ok=True)
+    private_dir(home)
     config = home / CONFIG_FILE
     try:
         fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -57,29 +63,35 @@ def init_home(home: Path) -> list[str]:
         pass
     else:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(render_default_config())
+            handle.write(render_default_config(config_model(plugins)))
         created.append(f"wrote {config}")
     run = home / RUN_DIR
     if not run.is_dir():
-        run.mkdir(mode=0o700, parents=True)
         created.append(f"created {run}")
-    os.chmod(run, 0o700)
+    private_dir(run)
     try:
-        workspace = load_config(home).workspace or home / "workspace"
+        workspace = workspace_dir(home, load_config(home, channel_plugins=plugins))
     except ConfigError:
         workspace = home / "workspace"  # the daemon will name the bad key
+    private_dir(workspace)
     for path in scaffold_workspace(workspace):
         created.append(f"created {path}")
     return created
 
 
-def render_default_config(model: type[BaseModel] = FamiliarConfig) -> str:
+def render_default_config(model: type[BaseModel] | None = None) -> str:
     """The commented default ``config.toml``, generated from the config models.
 
     Defaults and descriptions are read from the models themselves (field
     descriptions, attribute docstrings, ``Attributes:`` sections), so they are
     defined once.
+
+    Args:
+        model: the root model (default: `FamiliarConfig` with a ``[channels.<name>]``
+            section per installed channel plugin).
     """
+    if model is None:
+        model = config_model(discover_channels())
     lines = [_HEADER]
     sections: list[tuple[str, BaseModel, type[BaseModel]]] = []
     defaults = _defaults(model)
@@ -103,7 +115,9 @@ def _defaults(model: type[BaseModel]) -> dict[str, Any]:
 
 def _section(path: str, value: BaseModel, cls: type[BaseModel]) -> list[str]:
     lines = [""]
-    summary = (inspect.getdoc(cls) or "").split("Attributes:", 1)[0]
+    # Only the class's own docstring: a plugin's config without one must not show its
+    # base class's.
+    summary = inspect.cleandoc(cls.__dict__.get("__doc__") or "").split("Attributes:", 1)[0]
     if summary:
         lines.extend(_comment(summary))
     lines.append(f"[{path}]")
@@ -153,6 +167,8 @@ def _value(value: Any) -> str:
         if "'" not in text and not any(ord(c) < 32 or ord(c) == 127 for c in text):
             return f"'{text}'"
         return json.dumps(text, ensure_ascii=False)
+    if isinstance(value, SecretStr):  # a default, not a user's secret (usually empty)
+        return _value(value.get_secret_value())
     if isinstance(value, BaseModel):
         return _value(value.model_dump(mode="json", exclude_none=True))
     if isinstance(value, dict):

@@ -18,11 +18,11 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from core.events import EventType
+from core.bus.base import MessageLookup
+from core.event_data import Compaction, EventType, SessionError, ToolStart, TurnStart
+from core.events import Event, EventLog
 from core.messages import OutboundMessage
 from core.providers.base import ChatRequest, Completion, Provider, StreamEvent
-from core.store.engine import Store
-from gateway import queries
 
 __all__ = ["GatewayMetrics", "MeteredProvider", "add_health_routes"]
 
@@ -30,7 +30,12 @@ log = logging.getLogger(__name__)
 
 _BATCH: Final = 2000
 _MAX_BATCHES: Final = 50
-_TAILED_EVENTS: Final = (EventType.TURN_START, EventType.TOOL_START, EventType.ERROR)
+_TAILED_EVENTS: Final = (
+    EventType.TURN_START,
+    EventType.TOOL_START,
+    EventType.ERROR,
+    EventType.COMPACTION,
+)
 
 Send = Callable[[OutboundMessage], Awaitable[None]]
 
@@ -59,41 +64,48 @@ class GatewayMetrics:
             "familiar_queue_depth", "Inbound messages pending or claimed", registry=r
         )
         self.errors = Counter("familiar_errors", "Errors by kind", ["kind"], registry=r)
+        self.compactions = Counter(
+            "familiar_compactions",
+            "History compactions by who wrote the summary (model, or the extractive fallback)",
+            ["method"],
+            registry=r,
+        )
         self._inbound_seq = 0
         self._event_id = 0
 
-    async def start_tail(self, store: Store) -> None:
+    async def start_tail(self, bus: MessageLookup, events: EventLog) -> None:
         """Count only what happens from now on (call once the store is open)."""
-        self._inbound_seq = await queries.last_inbound_seq(store)
-        self._event_id = await queries.last_event_id(store)
+        self._inbound_seq = await bus.newest_seq()
+        self._event_id = await events.newest_id()
 
-    async def refresh(self, store: Store) -> None:
+    async def refresh(self, bus: MessageLookup, events: EventLog) -> None:
         """Read the queue depth and what was published or logged since the last call."""
-        self.queue_depth.set((await queries.queue_counts(store)).depth)
+        self.queue_depth.set((await bus.queue_counts()).depth)
         for _ in range(_MAX_BATCHES):
-            rows = await queries.inbound_channels_after(store, self._inbound_seq, limit=_BATCH)
+            rows = await bus.channels_after(self._inbound_seq, limit=_BATCH)
             for seq, channel in rows:
                 self.messages_in.labels(channel=channel).inc()
                 self._inbound_seq = seq
             if len(rows) < _BATCH:
                 break
         for _ in range(_MAX_BATCHES):
-            events = await queries.events_after(
-                store, self._event_id, types=_TAILED_EVENTS, limit=_BATCH
-            )
-            for event in events:
+            tailed = await events.tail(self._event_id, types=_TAILED_EVENTS, limit=_BATCH)
+            for event in tailed:
                 self._count_event(event)
-                self._event_id = event.id
-            if len(events) < _BATCH:
+                self._event_id = event.id or self._event_id
+            if len(tailed) < _BATCH:
                 break
 
-    def _count_event(self, event: queries.TailedEvent) -> None:
-        if event.type == EventType.TURN_START:
+    def _count_event(self, event: Event) -> None:
+        data = event.data
+        if isinstance(data, TurnStart):
             self.turns.inc()
-        elif event.type == EventType.TOOL_START:
-            self.tool_calls.labels(tool=str(event.data.get("tool", ""))).inc()
-        else:
-            self.errors.labels(kind=str(event.data.get("kind") or "session")).inc()
+        elif isinstance(data, ToolStart):
+            self.tool_calls.labels(tool=data.tool).inc()
+        elif isinstance(data, SessionError):
+            self.errors.labels(kind=data.kind or "session").inc()
+        elif isinstance(data, Compaction):
+            self.compactions.labels(method=data.method).inc()
 
     def metered_send(self, channel: str, send: Send) -> Send:
         """``send`` that counts delivered replies and failed deliveries."""
@@ -144,15 +156,17 @@ def add_health_routes(
     app: web.Application,
     *,
     metrics: GatewayMetrics,
-    store: Store,
-    not_ready: Callable[[], list[str]],
+    bus: MessageLookup,
+    events: EventLog,
+    not_ready: Callable[[], Awaitable[list[str]]],
 ) -> None:
     """Mount ``GET /healthz``, ``GET /readyz`` and ``GET /metrics`` on ``app``.
 
     Args:
         app: the gateway's HTTP application (before it is started).
         metrics: what ``/metrics`` exposes.
-        store: read at scrape time.
+        bus: asked for queue depth and new messages at scrape time.
+        events: tailed for turns, tool calls and errors at scrape time.
         not_ready: the reasons the gateway is not ready (empty when it is).
     """
 
@@ -160,14 +174,14 @@ def add_health_routes(
         return web.json_response({"status": "ok"})
 
     async def readyz(_request: web.Request) -> web.Response:
-        reasons = not_ready()
+        reasons = await not_ready()
         if reasons:
             return web.json_response({"status": "not ready", "reasons": reasons}, status=503)
         return web.json_response({"status": "ready"})
 
     async def scrape(_request: web.Request) -> web.Response:
         try:
-            await metrics.refresh(store)
+            await metrics.refresh(bus, events)
         except Exception:
             log.exception("refreshing metrics from the store failed")
             metrics.errors.labels(kind="metrics").inc()

@@ -1,66 +1,90 @@
-"""Plugin channels: the ``familiar.channels`` entry-point group and their config tables."""
+"""Channel plugins: the ``familiar.channels`` entry-point group, loaded and built."""
 
 from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
-
-from channels.base import Channel
+from channels import cli
+from channels.base import Channel, ChannelConfig, ChannelPlugin
 from core.errors import ConfigError
+from core.logctx import redact
 
-__all__ = ["CHANNELS_GROUP", "load_channels"]
+__all__ = ["CHANNELS_GROUP", "ChannelPlugins", "build_channels", "discover_channels"]
 
 CHANNELS_GROUP = "familiar.channels"
 
 
-def load_channels(
-    tables: Mapping[str, Any], entry_points: Iterable[importlib.metadata.EntryPoint]
-) -> list[Channel]:
-    """Build the plugin channels whose ``[channels.<name>]`` table says ``enabled = true``.
+@dataclass(frozen=True)
+class ChannelPlugins:
+    """The installed channel plugins: those that load, and why the others do not.
 
-    Each entry point of the ``familiar.channels`` group resolves to a ChannelFactory,
-    called with the channel's table (without ``enabled``). The built-in ``cli``
-    channel is not loaded here.
+    Attributes:
+        loaded: name -> plugin; always holds the built-in ``cli``.
+        broken: name -> why that entry point cannot be used (enabling it is a
+            config error; otherwise it is only logged).
+    """
+
+    loaded: dict[str, ChannelPlugin[Any]] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)
+
+
+def discover_channels(
+    entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
+) -> ChannelPlugins:
+    """Load the ``familiar.channels`` entry points (default: the installed ones).
+
+    The built-in ``cli`` is always included, also when the installed metadata
+    predates its entry point; the name ``cli`` is reserved for it.
+    """
+    if entry_points is None:
+        entry_points = importlib.metadata.entry_points(group=CHANNELS_GROUP)
+    plugins = ChannelPlugins(loaded={"cli": cli.plugin})
+    for ep in entry_points:
+        where = f"channel plugin {ep.name!r} ({ep.value})"
+        try:
+            found = ep.load()
+        except Exception as exc:
+            plugins.broken[ep.name] = f"{where} cannot be imported: {redact(repr(exc))}"
+            continue
+        if ep.name == "cli" and found is not cli.plugin:
+            plugins.broken["cli"] = f"{where}: the name 'cli' is the built-in channel's"
+        elif not isinstance(found, ChannelPlugin):
+            plugins.broken[ep.name] = f"{where} is a {type(found).__name__}, not a ChannelPlugin"
+        elif found.name != ep.name:
+            plugins.broken[ep.name] = f"{where} is named {found.name!r}: names must match"
+        else:
+            plugins.loaded[ep.name] = found
+    return plugins
+
+
+def build_channels(enabled: Mapping[str, ChannelConfig], plugins: ChannelPlugins) -> list[Channel]:
+    """Create the enabled channels other than ``cli`` from their validated configs.
 
     Raises:
-        ConfigError: a channel is enabled but not installed, cannot be imported, rejects
-            its config, or is not a Channel (the message names the channel).
+        ConfigError: a plugin's ``create`` refused its config or did not return a
+            Channel of its name (the message names ``channels.<name>``).
     """
-    enabled: dict[str, dict[str, Any]] = {}
-    for name, table in tables.items():
-        settings = table.model_dump() if isinstance(table, BaseModel) else dict(table or {})
-        if settings.pop("enabled", False) is True and name != "cli":
-            enabled[name] = settings
-    found = {ep.name: ep for ep in entry_points if ep.name in enabled}
     channels: list[Channel] = []
-    for name, settings in enabled.items():
+    for name, config in enabled.items():
+        if name == "cli":
+            continue
         key = f"channels.{name}"
-        ep = found.get(name)
-        if ep is None:
-            raise ConfigError(
-                f"channel {name!r} is enabled but no package provides it "
-                f"(no {CHANNELS_GROUP!r} entry point named {name!r})",
-                key=key,
-            )
+        plugin = plugins.loaded.get(name)
+        if plugin is None:  # load_config refuses this; a config built elsewhere may not
+            raise ConfigError(f"channel {name!r} is enabled but not installed", key=key)
         try:
-            factory = ep.load()
+            channel = plugin.build(config)
         except Exception as exc:
             raise ConfigError(
-                f"channel plugin {name!r} ({ep.value}) cannot be imported: {exc!r}", key=key
+                f"channel {name!r} rejected its config [{key}]: {redact(str(exc))}", key=key
             ) from exc
-        try:
-            channel = factory(settings)
-        except Exception as exc:
+        if not isinstance(channel, Channel) or channel.name != name:
             raise ConfigError(
-                f"channel {name!r} rejected its config [{key}]: {exc}", key=key
-            ) from exc
-        if not isinstance(channel, Channel):
-            raise ConfigError(
-                f"channel plugin {name!r} ({ep.value}) returned {type(channel).__name__}, "
-                "not a Channel (name, start, stop, send)",
+                f"channel plugin {name!r} created {type(channel).__name__}, "
+                f"not a Channel named {name!r} (name, start, stop, send)",
                 key=key,
             )
         channels.append(channel)

@@ -8,6 +8,7 @@ import os
 import pwd
 import re
 import shlex
+import stat
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Literal, NamedTuple
 from core.errors import ConfigError, FamiliarError
 
 __all__ = [
+    "CODE_ROOT",
     "UNIT_NAME",
     "CommandResult",
     "CommandRunner",
@@ -50,6 +52,10 @@ _TEMPLATE_FILES: dict[UnitKind, str] = {
 }
 # Directories that ProtectHome=yes makes inaccessible.
 _HOME_DIRS = (Path("/home"), Path("/root"), Path("/run/user"))
+# Directories that PrivateTmp=yes replaces with empty ones inside the unit.
+_PRIVATE_TMP = (Path("/tmp"), Path("/var/tmp"))
+# What `python -m gateway.cli` imports: the directory holding gateway/, core/, channels/.
+CODE_ROOT = Path(__file__).resolve().parents[1]
 _TOKEN = re.compile(r"@[A-Z_]+@")
 
 
@@ -154,6 +160,7 @@ def render_unit(
     home: Path,
     user: str | None,
     group: str | None = None,
+    code_root: Path = CODE_ROOT,
 ) -> str:
     """Fill in a unit template.
 
@@ -164,6 +171,7 @@ def render_unit(
         user: account the system unit runs as (required for ``"system"``, ignored
             for ``"user"``).
         group: group of the system unit; defaults to ``user``.
+        code_root: where the ``gateway`` package is imported from.
 
     Returns:
         The unit file text.
@@ -183,7 +191,9 @@ def render_unit(
         if not user:
             raise ConfigError("a system unit needs a user to run as", key="user")
         executable = Path(shlex.split(exec_start)[0]) if exec_start.strip() else Path("/")
-        exposed = _under(home, _HOME_DIRS) or _under(executable, _HOME_DIRS)
+        # The venv's python is often a symlink into a home (pyenv under /root...).
+        places = (home, executable, executable.resolve(), code_root)
+        exposed = any(_under(p, _HOME_DIRS) for p in places)
         values |= {
             "@USER@": _quote(user),
             "@GROUP@": _quote(group or user),
@@ -231,6 +241,8 @@ class ServiceManager:
             ``$XDG_CONFIG_HOME/systemd/user`` (``~/.config/systemd/user``).
         system_unit_dir: where system units go; defaults to ``/etc/systemd/system``.
         python: interpreter for ExecStart=; defaults to ``sys.executable``.
+        code_root: where ExecStart='s ``-m gateway.cli`` imports from; defaults to
+            the directory this package was imported from.
     """
 
     def __init__(
@@ -240,6 +252,7 @@ class ServiceManager:
         user_unit_dir: Path | None = None,
         system_unit_dir: Path = SYSTEM_UNIT_DIR,
         python: str | None = None,
+        code_root: Path = CODE_ROOT,
     ) -> None:
         if user_unit_dir is None:
             config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
@@ -247,6 +260,7 @@ class ServiceManager:
         self._run = run
         self._dirs: dict[UnitKind, Path] = {"user": user_unit_dir, "system": system_unit_dir}
         self._python = python or sys.executable
+        self._code_root = code_root
 
     def unit_path(self, kind: UnitKind) -> Path:
         """Return where the unit file of this kind lives."""
@@ -272,19 +286,25 @@ class ServiceManager:
             Lines to show the user: what was done and what to do next.
 
         Raises:
-            ConfigError: the user does not exist or the unit file cannot be written.
+            ConfigError: the user does not exist, cannot reach the interpreter or the
+                code (the unit would fail with 203/EXEC), or the unit file cannot be
+                written. Nothing is written then.
             ServiceError: systemctl is missing or failed.
         """
         home = (home or default_home(kind)).expanduser().absolute()
         owner: tuple[str, str, int, int] | None = None
         if kind == "system":
             owner = _account(user or "familiar")
+        runner = _Runner.of(owner) if owner else _Runner.me()
+        if (problem := self._unreachable(runner)) is not None:
+            raise ConfigError(f"{problem}\n{_install_hint(kind, self._code_root)}")
         text = render_unit(
             kind,
             exec_start=exec_start_for(home, python=self._python),
             home=home,
             user=owner[0] if owner else None,
             group=owner[1] if owner else None,
+            code_root=self._code_root,
         )
         if not (kind == "system" and home == SYSTEM_HOME):  # StateDirectory= creates that one
             _make_home(home, owner)
@@ -305,6 +325,27 @@ class ServiceManager:
                 f"loginctl enable-linger {login}"
             )
         return lines
+
+    def _unreachable(self, runner: _Runner) -> str | None:
+        """Why the unit's user could not start the interpreter or import the code."""
+        python = Path(self._python)
+        package = self._code_root / "gateway"
+        for path, what in ((python, "the interpreter"), (self._code_root, "the code")):
+            if _under(path, _PRIVATE_TMP) or _under(path.resolve(), _PRIVATE_TMP):
+                return (
+                    f"{what} {path} is under /tmp or /var/tmp, which the unit's PrivateTmp=yes "
+                    "replaces with an empty directory: the service would fail to start "
+                    "(status 203/EXEC)"
+                )
+        problem = (
+            runner.cannot(python, "x")
+            or runner.cannot(self._code_root, "rx")
+            or runner.cannot(package, "rx")
+            or runner.cannot(package / "cli.py", "r")
+        )
+        if problem is None:
+            return None
+        return f"{problem}: the service would fail to start (status 203/EXEC)"
 
     async def uninstall(self, kind: UnitKind) -> list[str]:
         """Stop and disable the daemon, remove its unit file and reload systemd.
@@ -372,6 +413,81 @@ class ServiceManager:
                 stderr=result.stderr,
             )
         return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Runner:
+    """The account a unit runs as, for checking what it may read and execute."""
+
+    name: str
+    uid: int
+    groups: frozenset[int]
+
+    @classmethod
+    def me(cls) -> _Runner:
+        entry = pwd.getpwuid(os.getuid())
+        groups = frozenset([os.getgid(), *os.getgroups()])
+        return cls(entry.pw_name, entry.pw_uid, groups)
+
+    @classmethod
+    def of(cls, owner: tuple[str, str, int, int]) -> _Runner:
+        name, _group, uid, gid = owner
+        return cls(name, uid, frozenset(os.getgrouplist(name, gid)))
+
+    def cannot(self, path: Path, need: Literal["r", "x", "rx"]) -> str | None:
+        """Why this account cannot use ``path`` (None when it can).
+
+        Each directory on the way (on the path as written and, for a symlink, on its
+        target) must be searchable, and the file itself readable or executable. Mode
+        bits only: ACLs and mandatory access control are not looked at.
+        """
+        chains = [path.absolute()]
+        if (real := path.resolve()) != chains[0]:
+            chains.append(real)
+        for chain in chains:
+            for parent in reversed(chain.parents):
+                if (problem := self._denied(parent, "x", "enter")) is not None:
+                    return problem
+        return self._denied(real, need, {"r": "read", "x": "run", "rx": "read"}[need])
+
+    def _denied(self, path: Path, need: str, verb: str) -> str | None:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return f"{path} does not exist"
+        except OSError as exc:
+            return f"cannot check {path}: {exc.strerror}"
+        bits = (4 if "r" in need else 0) | (1 if "x" in need else 0)
+        mode = stat.S_IMODE(st.st_mode)
+        if self.uid == 0:  # root needs an x bit somewhere to execute, nothing else
+            allowed = not bits & 1 or stat.S_ISDIR(st.st_mode) or bool(mode & 0o111)
+        else:
+            shift = 6 if st.st_uid == self.uid else 3 if st.st_gid in self.groups else 0
+            allowed = (mode >> shift) & bits == bits
+        if allowed:
+            return None
+        owner = _user_name(st.st_uid)
+        return f"user {self.name} cannot {verb} {path} (mode {mode:04o}, owner {owner})"
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _install_hint(kind: UnitKind, code_root: Path) -> str:
+    source = str(code_root) if (code_root / "pyproject.toml").is_file() else "familiar"
+    if kind == "system":
+        venv, then = Path("/opt/familiar"), "familiar service install --system"
+    else:
+        venv, then = Path.home() / ".local" / "familiar", "familiar service install --user"
+    return (
+        f"install familiar where the service user can reach it, then install the unit "
+        f"from there: python3 -m venv {venv} && {venv}/bin/pip install {shlex.quote(source)} "
+        f"&& {venv}/bin/{then}"
+    )
 
 
 def _ctl(kind: UnitKind) -> str:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import shutil
+import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -71,3 +74,32 @@ async def store(store_url: str) -> AsyncIterator[Store]:
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture
+def restore_root_logging() -> Iterator[None]:
+    """For tests that run ``gateway.daemon.serve``: it installs its own root handler (as
+    the daemon must); this puts pytest's handlers back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+def short_home() -> Path:
+    """A fresh home directory whose ``run/gateway.sock`` fits a Unix socket address."""
+    return Path(tempfile.mkdtemp(prefix="fam-", dir="/tmp"))
+
+
+@pytest.fixture
+def daemon_home() -> Iterator[Path]:
+    """A `short_home`, removed afterwards."""
+    path = short_home()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

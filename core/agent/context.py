@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import os
@@ -17,7 +16,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.agent.tokens import ESTIMATE, TokenCounter, message_tokens
 from core.providers.base import ChatMessage, ToolSpec
+from core.workspace_read import read_workspace_text
 
 __all__ = [
     "WORKSPACE_FILES",
@@ -40,13 +41,12 @@ WORKSPACE_FILES: tuple[str, ...] = (
 )
 """Workspace files put into the system prompt, in prompt order (relative paths)."""
 
-_MESSAGE_OVERHEAD_TOKENS = 4
-_CHARS_PER_TOKEN = 4
 _SUMMARY_USER_CHARS = 200
 _SUMMARY_TOOL_CHARS = 80
 _AGENT_DESCRIPTION_CHARS = 300
 _ELLIPSIS = "…"
 _RECHECK_SECONDS = 1.0
+_FIT_ROUNDS = 4
 """How stale the workspace files in the prompt may be (edits show up within this)."""
 
 
@@ -112,6 +112,7 @@ class ContextBuilder:
         agent_name: str = "familiar",
         clock: Callable[[], datetime] | None = None,
         recheck_seconds: float = _RECHECK_SECONDS,
+        tokens: TokenCounter = ESTIMATE,
     ) -> None:
         """Create a builder.
 
@@ -122,7 +123,9 @@ class ContextBuilder:
             clock: Returns the current time; naive results are taken as host local.
                 Defaults to the system clock.
             recheck_seconds: How often workspace files are checked for changes.
+            tokens: Counts tokens for the history budget (`core.agent.tokens.for_model`).
         """
+        self.tokens = tokens
         self._workspace = workspace
         self._config = config
         self._agent_name = agent_name
@@ -174,7 +177,13 @@ class ContextBuilder:
             sections.append(f"## Earlier in this conversation (summary)\n\n{text}")
         return "\n\n".join(sections) + "\n"
 
-    def window(self, history: Sequence[ChatMessage], *, summary: str | None = None) -> Window:
+    def window(
+        self,
+        history: Sequence[ChatMessage],
+        *,
+        summary: str | None = None,
+        budget: int | None = None,
+    ) -> Window:
         """Keep the newest history that fits the token budget.
 
         Tool calls stay with their results: the window starts at a message boundary
@@ -185,13 +194,15 @@ class ContextBuilder:
         Args:
             history: The session's messages, oldest first.
             summary: The current summary of older turns.
+            budget: Tokens to fit in, instead of ``history_token_budget`` (a compaction
+                aims lower, so that the next one is not due at once).
 
         Returns:
             The window and the dropped prefix.
         """
-        budget = self._config.history_token_budget
+        budget = self._config.history_token_budget if budget is None else budget
         if summary:
-            budget -= math.ceil(len(summary) / _CHARS_PER_TOKEN)
+            budget -= self.tokens.count(summary)
         starts = _group_starts(history)
         last_user = _last_index(history, "user")
         # The window must start at or before this index: the last user message.
@@ -199,7 +210,7 @@ class ContextBuilder:
         start = len(history)
         used = 0
         for group_start in reversed(starts):
-            cost = sum(estimate_tokens(m) for m in history[group_start:start])
+            cost = sum(message_tokens(m, self.tokens) for m in history[group_start:start])
             must_extend = start > latest_allowed
             if not must_extend and used + cost > budget:
                 break
@@ -210,6 +221,30 @@ class ContextBuilder:
             messages=tuple(_drop_orphan_results(history[start:])),
             dropped=tuple(history[:start]),
         )
+
+    def fit(
+        self, history: Sequence[ChatMessage], *, summary: str | None, max_chars: int
+    ) -> tuple[Window, str | None]:
+        """The window and the summary for a prompt, together within the budget.
+
+        What falls out of the window is folded (extractively) into the summary for this
+        prompt; as the folded summary costs budget too, the window is recomputed with it
+        until the two agree (the summary is capped, so this ends quickly).
+
+        Returns:
+            The window and the summary to send (``summary`` itself when nothing fell out).
+        """
+        window = self.window(history, summary=summary)
+        for _ in range(_FIT_ROUNDS):
+            if not window.dropped:
+                return window, summary
+            folded = compact(window.dropped, summary, max_chars=max_chars)
+            wider = self.window(history, summary=folded)
+            if len(wider.dropped) <= len(window.dropped):
+                return window, folded
+            window = wider
+        window = self.window(history, summary="x" * max_chars)  # the cap, reserved
+        return window, compact(window.dropped, summary, max_chars=max_chars)
 
     def _runtime_block(self, *, session_key: str, channel: str) -> str:
         now = self._clock()
@@ -261,7 +296,7 @@ class ContextBuilder:
     def _section(self, name: str) -> str | None:
         path = self._workspace / name
         try:
-            info = os.stat(path)
+            info = os.lstat(path)  # a link is not followed: exec may plant one
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -273,31 +308,23 @@ class ContextBuilder:
         if cached and cached.mtime_ns == info.st_mtime_ns and cached.size == info.st_size:
             return cached.section
         try:
-            text = path.read_text(encoding="utf-8-sig", errors="replace")
+            # Bytes: a UTF-8 character is at most 4, so this is enough for the cap.
+            read = read_workspace_text(
+                self._workspace, name, max_bytes=4 * self._config.file_max_chars + 4
+            )
         except OSError as exc:
             logger.warning("cannot read workspace file %s: %s", path, exc)
             return None
-        section = _file_section(name, text, self._config.file_max_chars)
-        self._cache[name] = _CachedSection(info.st_mtime_ns, info.st_size, section)
+        if read is None:
+            return None
+        section = _file_section(name, read.text, self._config.file_max_chars)
+        self._cache[name] = _CachedSection(read.mtime_ns, read.size, section)
         return section
 
 
 def estimate_tokens(message: ChatMessage) -> int:
-    """Estimate the tokens a message costs (about four characters per token).
-
-    Args:
-        message: The message.
-
-    Returns:
-        The estimate, including a fixed per-message overhead and tool-call arguments.
-    """
-    chars = len(message.content)
-    for call in message.tool_calls:
-        chars += len(call.name) + len(call.id)
-        chars += len(json.dumps(call.arguments, ensure_ascii=False, default=str))
-        chars += _MESSAGE_OVERHEAD_TOKENS * _CHARS_PER_TOKEN
-    chars += len(message.tool_call_id or "") + len(message.name or "")
-    return _MESSAGE_OVERHEAD_TOKENS + math.ceil(chars / _CHARS_PER_TOKEN)
+    """The estimated tokens ``message`` costs (see `core.agent.tokens`)."""
+    return message_tokens(message, ESTIMATE)
 
 
 def compact(dropped: Sequence[ChatMessage], previous_summary: str | None, *, max_chars: int) -> str:

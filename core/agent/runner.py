@@ -5,9 +5,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
-from core.events import EventType
+from core.event_data import (
+    AssistantMessage,
+    EventPayload,
+    ToolComplete,
+    ToolStart,
+    TurnEnd,
+    TurnStart,
+)
 from core.providers.base import ChatMessage, ChatRequest, Completion, Provider, TextDelta, ToolSpec
 from core.tools.base import ToolContext
 from core.tools.registry import ToolRegistry
@@ -35,7 +42,7 @@ class RunLimits:
 class RunObserver(Protocol):
     """Receives what the runner does, as it does it."""
 
-    async def event(self, type: str, data: dict[str, Any]) -> None: ...
+    async def event(self, data: EventPayload) -> None: ...
 
     async def delta(self, text: str) -> None: ...
 
@@ -91,7 +98,7 @@ async def run_agent(
             result.stop = "max_iterations"
             break
         result.llm_calls += 1
-        await observer.event(EventType.TURN_START, {"iteration": result.llm_calls})
+        await observer.event(TurnStart(iteration=result.llm_calls))
         request = ChatRequest(system=system, messages=tuple(conversation), tools=tuple(specs))
         completion = await _call(provider, request, observer, limits.stream)
         reply = ChatMessage(
@@ -102,17 +109,15 @@ async def run_agent(
         if completion.text:
             result.text = completion.text
         await observer.event(
-            EventType.ASSISTANT_MESSAGE,
-            {
-                "content": completion.text,
-                "tool_calls": [c.name for c in completion.tool_calls],
-                "usage": completion.usage.model_dump(),
-            },
+            AssistantMessage(
+                content=completion.text,
+                tool_calls=[c.name for c in completion.tool_calls],
+                usage=completion.usage.model_dump(),
+            )
         )
         for call in completion.tool_calls:
             await observer.event(
-                EventType.TOOL_START,
-                {"tool": call.name, "call_id": call.id, "arguments": call.arguments},
+                ToolStart(tool=call.name, call_id=call.id, arguments=call.arguments)
             )
             outcome = await tools.execute(call, tool_context)
             tool_message = ChatMessage(
@@ -121,19 +126,18 @@ async def run_agent(
             conversation.append(tool_message)
             result.messages.append(tool_message)
             await observer.event(
-                EventType.TOOL_COMPLETE,
-                {
-                    "tool": call.name,
-                    "call_id": call.id,
-                    "is_error": outcome.is_error,
-                    "result": outcome.content[:_PREVIEW_CHARS],
-                },
+                ToolComplete(
+                    tool=call.name,
+                    call_id=call.id,
+                    is_error=outcome.is_error,
+                    result=outcome.content[:_PREVIEW_CHARS],
+                )
             )
             if call.name == TASK_COMPLETE_TOOL and not outcome.is_error:
                 result.task_complete = True
                 if not result.text:
                     result.text = str(call.arguments.get("summary") or "Task complete.")
-        await observer.event(EventType.TURN_END, {"iteration": result.llm_calls})
+        await observer.event(TurnEnd(iteration=result.llm_calls))
         if result.task_complete:
             result.stop = "task_complete"
             break

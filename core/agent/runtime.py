@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
+from collections.abc import AsyncIterator
 
-from core.agent.services import AgentServices
+from core.agent.commands import CommandRouter
+from core.agent.config import AgentConfig
 from core.agent.turn import TurnControl, TurnHandler
-from core.bus.base import Claim
-from core.bus.owner import make_owner
+from core.bus.base import Claim, Inbox
 from core.logctx import log_context
 from core.messages import InboundMessage
+from core.sessions import SessionStore
 
 __all__ = ["AgentRuntime"]
 
@@ -19,39 +22,76 @@ log = logging.getLogger(__name__)
 
 
 class _Running:
-    __slots__ = ("control", "message", "task")
+    """A running turn, and whether it holds one of the concurrency slots right now."""
+
+    __slots__ = ("control", "holding", "message", "task")
 
     def __init__(self, message: InboundMessage, task: asyncio.Task[None]) -> None:
         self.message = message
         self.task = task
         self.control = TurnControl()
+        self.holding = True
+
+
+class _Slot:
+    """A turn's `Capacity`: giving the slot back while waiting, taking it back after."""
+
+    def __init__(self, runtime: AgentRuntime, running: _Running) -> None:
+        self._runtime = runtime
+        self._running = running
+
+    @contextlib.asynccontextmanager
+    async def released(self) -> AsyncIterator[None]:
+        self._runtime._give_back(self._running)
+        try:
+            yield
+        finally:
+            await self._runtime._take_back(self._running)
 
 
 class AgentRuntime:
-    """Owns the claim loop, lease renewal, /stop, and graceful shutdown."""
+    """Owns the claim loop, lease renewal, /stop, and graceful shutdown.
 
-    def __init__(self, *, services: AgentServices, owner: str | None = None) -> None:
-        self._s = services
-        self.owner = owner or make_owner()
-        self._turns = TurnHandler(services=services, owner=self.owner)
+    At most ``agent.max_concurrent_sessions`` turns hold a slot. A turn waiting on
+    another session's work (a sync subagent) gives its slot back for the wait and
+    takes it back afterwards ahead of new claims, so parents waiting on children can
+    hold every slot without deadlocking them.
+    """
+
+    def __init__(
+        self,
+        *,
+        inbox: Inbox,
+        turns: TurnHandler,
+        owner: str,
+        config: AgentConfig,
+        commands: CommandRouter,
+        sessions: SessionStore,
+    ) -> None:
+        self._inbox = inbox
+        self._turns = turns
+        self.owner = owner
+        self._config = config
+        self._sessions = sessions
         self._running: dict[str, _Running] = {}
         """By message id."""
+        self._reclaiming: deque[tuple[_Running, asyncio.Future[None]]] = deque()
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        services.commands.register(
+        commands.register(
             "stop",
             self._stop_command,
             usage="/stop",
             summary="stop the running turn of this session",
         )
-        services.commands.register(
+        commands.register(
             "new",
             self._new_command,
             usage="/new",
             summary="start a fresh conversation (history is kept, not shown to the model)",
         )
-        services.commands.register(
+        commands.register(
             "status", self._status_command, usage="/status", summary="this session, queue and model"
         )
 
@@ -59,8 +99,45 @@ class AgentRuntime:
     def busy_sessions(self) -> int:
         return len(self._running)
 
+    @property
+    def slots_in_use(self) -> int:
+        """Turns holding a slot (running turns minus those waiting on other sessions)."""
+        return sum(1 for r in self._running.values() if r.holding)
+
+    def _free_slots(self) -> int:
+        return self._config.max_concurrent_sessions - self.slots_in_use - len(self._reclaiming)
+
+    def _give_back(self, running: _Running) -> None:
+        if running.holding:
+            running.holding = False
+            self._slot_freed.set()
+            self._grant()
+
+    async def _take_back(self, running: _Running) -> None:
+        if running.holding:
+            return
+        if not self._reclaiming and self._free_slots() > 0:
+            running.holding = True
+            return
+        granted = asyncio.get_running_loop().create_future()
+        entry = (running, granted)
+        self._reclaiming.append(entry)
+        try:
+            await granted
+        finally:
+            if not granted.done():
+                self._reclaiming.remove(entry)
+                self._slot_freed.set()
+
+    def _grant(self) -> None:
+        """Hand free slots to turns taking theirs back, oldest first."""
+        while self._reclaiming and self.slots_in_use < self._config.max_concurrent_sessions:
+            running, granted = self._reclaiming.popleft()
+            running.holding = True
+            granted.set_result(None)
+
     async def start(self) -> None:
-        released = await self._s.bus.release_dead_owners()
+        released = await self._inbox.release_dead_owners()
         if released:
             log.info("recovered messages of a previous run count=%d", released)
         self._tasks = [
@@ -88,7 +165,7 @@ class AgentRuntime:
                     await renewal
 
     async def _finish_running(self, grace: float | None) -> None:
-        grace = self._s.config.shutdown_grace if grace is None else grace
+        grace = self._config.shutdown_grace if grace is None else grace
         pending = [r.task for r in self._running.values()]
         if pending:
             _, still = await asyncio.wait(pending, timeout=grace)
@@ -96,17 +173,17 @@ class AgentRuntime:
             for task in still:
                 task.cancel()
             await asyncio.gather(*still, return_exceptions=True)
-            await self._s.bus.release(leftover, owner=self.owner)
+            await self._inbox.release(leftover, owner=self.owner)
             if leftover:
                 log.info("released unfinished messages count=%d", len(leftover))
 
     async def _claim_loop(self) -> None:
-        cfg = self._s.config
+        cfg = self._config
         while not self._stopping.is_set():
-            free = cfg.max_concurrent_sessions - len(self._running)
+            free = self._free_slots()
             if free > 0:
                 try:
-                    claims = await self._s.bus.claim(
+                    claims = await self._inbox.claim(
                         owner=self.owner, limit=free, lease_seconds=cfg.lease_seconds
                     )
                 except Exception:
@@ -129,7 +206,7 @@ class AgentRuntime:
             asyncio.ensure_future(self._stopping.wait()),
         ]
         if timeout is not None:
-            waiters.append(asyncio.ensure_future(self._s.bus.wait_inbound(timeout)))
+            waiters.append(asyncio.ensure_future(self._inbox.wait_inbound(timeout)))
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -156,19 +233,21 @@ class AgentRuntime:
                     log.exception("turn crashed; the message stays claimable after its lease")
                 finally:
                     self._running.pop(message.id, None)
+                    self._grant()
                     self._slot_freed.set()
 
         task = asyncio.create_task(turn(), name=f"turn-{message.id}")
         running = _Running(message, task)
+        running.control.capacity = _Slot(self, running)
         self._running[message.id] = running
 
     async def _renew_loop(self) -> None:
-        lease = self._s.config.lease_seconds
+        lease = self._config.lease_seconds
         while True:
             await asyncio.sleep(lease / 3)
             ids = list(self._running)
             try:
-                held = await self._s.bus.renew(ids, owner=self.owner, lease_seconds=lease)
+                held = await self._inbox.renew(ids, owner=self.owner, lease_seconds=lease)
             except Exception:
                 log.exception("lease renewal failed")
                 continue
@@ -195,12 +274,12 @@ class AgentRuntime:
         return "Stopping the running turn." if stopped else "Nothing is running in this session."
 
     async def _new_command(self, message: InboundMessage, _args: str) -> str:
-        epoch = await self._s.sessions.new_epoch(message.session_key, message.delivery.channel)
+        epoch = await self._sessions.new_epoch(message.session_key, message.delivery.channel)
         return f"Started a fresh conversation (context #{epoch}); earlier messages stay in the log."
 
     async def _status_command(self, message: InboundMessage, _args: str) -> str:
-        row = await self._s.sessions.get(message.session_key)
-        provider = self._s.provider.name if self._s.provider else "none configured"
+        row = await self._sessions.get(message.session_key)
+        provider = self._turns.provider_name or "none configured"
         count = row.message_count if row else 0
         return (
             f"session {message.session_key} · {count} messages · "

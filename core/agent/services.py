@@ -1,23 +1,26 @@
-"""The services a turn needs, bundled so constructors stay small."""
+"""What one turn works with: storage, the model, tools and where deltas go."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
+
+from sqlalchemy import Connection
 
 from core.agent.commands import CommandRouter
 from core.agent.config import AgentConfig
 from core.agent.context import ContextBuilder
+from core.bus.base import Inbox
 from core.bus.ephemeral import EphemeralHub
-from core.bus.sql import SqlBus
 from core.events import EventLog
 from core.providers.base import Provider
 from core.sessions import SessionStore
 from core.store.engine import Store
+from core.tools.base import ToolDeps
 from core.tools.registry import ToolRegistry
 
-__all__ = ["AgentServices"]
+__all__ = ["NO_PROVIDER_HINT", "CompactionQueue", "ReplyNotices", "TurnServices"]
 
 NO_PROVIDER_HINT = (
     "No LLM provider is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, run Ollama on "
@@ -25,12 +28,33 @@ NO_PROVIDER_HINT = (
 )
 
 
+class CompactionQueue(Protocol):
+    """Where a turn asks for its session's overflowing history to be summarised."""
+
+    def request_in(self, conn: Connection, *, key: str, epoch: int, upto: int) -> None:
+        """Record the request inside the turn's settling transaction (durable with it)."""
+        ...
+
+    def wake(self) -> None:
+        """Tell the worker a request was committed (after the settling commit)."""
+        ...
+
+
+class ReplyNotices(Protocol):
+    """Text the system appends to a final reply (e.g. commands awaiting approval)."""
+
+    async def notice(self, message_id: str) -> str: ...
+
+
 @dataclass(kw_only=True)
-class AgentServices:
-    """Everything the agent runtime works with (wired by the gateway or a test)."""
+class TurnServices:
+    """Everything `TurnHandler` uses, and only it (the runtime and others take less).
+
+    A subagent's turns will get their own instance: another toolset, another context.
+    """
 
     store: Store
-    bus: SqlBus
+    inbox: Inbox
     hub: EphemeralHub
     sessions: SessionStore
     events: EventLog
@@ -39,7 +63,10 @@ class AgentServices:
     context: ContextBuilder
     config: AgentConfig
     workspace: Path
-    commands: CommandRouter = field(default_factory=CommandRouter)
-    tool_extras: dict[str, Any] = field(default_factory=dict)
-    """Services tools may use (scheduler, task registry), by name."""
+    commands: CommandRouter
+    tool_deps: ToolDeps = field(default_factory=ToolDeps)
+    notices: ReplyNotices | None = None
+    compaction: CompactionQueue | None = None
+    """Summarises history that left the window after the reply; None: the turn folds
+    it extractively itself."""
     no_provider_hint: str = NO_PROVIDER_HINT

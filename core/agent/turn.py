@@ -6,27 +6,35 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import Connection
 
-from core.agent.context import compact
 from core.agent.runner import RunLimits, RunResult, run_agent
-from core.agent.services import AgentServices
+from core.agent.services import TurnServices
 from core.bus.base import Claim
+from core.bus.ephemeral import EphemeralHub
 from core.errors import CommandError, ProviderError
-from core.events import Event, EventType
+from core.event_data import (
+    EventPayload,
+    Idle,
+    SessionError,
+    TaskComplete,
+    ToolComplete,
+    ToolStart,
+    TurnEnd,
+    UserMessage,
+)
+from core.events import Event, EventLog
 from core.messages import (
     InboundMessage,
     OutboundKind,
     OutboundMessage,
     Progress,
     StreamDelta,
-    reply_id_for,
 )
 from core.providers.base import ChatMessage, Provider
 from core.sessions import HistoryEntry, SessionState
-from core.tools.base import ToolContext
+from core.tools.base import NO_CAPACITY_HANDOVER, Capacity, ToolContext
 
 __all__ = ["TurnControl", "TurnHandler"]
 
@@ -40,6 +48,8 @@ class TurnControl:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     settling: bool = False
     """Set once the turn writes its outcome; from then on it must not be cancelled."""
+    capacity: Capacity = NO_CAPACITY_HANDOVER
+    """The turn's slot, which tools waiting on other sessions give back meanwhile."""
 
 
 @dataclass(slots=True)
@@ -50,28 +60,31 @@ class _Outcome:
     kind: OutboundKind = "reply"
     events: list[Event] = field(default_factory=list)
     write: Callable[[Connection], None] | None = None
-    idle: dict[str, Any] = field(default_factory=dict)
-    """Data of the ``session.idle`` event that closes the message."""
+    idle: Idle = field(default_factory=Idle)
+    """The ``session.idle`` event that closes the message."""
 
 
 class _TurnObserver:
     """Buffers events (written with the turn's next transaction) and streams deltas out."""
 
-    def __init__(self, services: AgentServices, message: InboundMessage) -> None:
-        self._services = services
+    def __init__(self, *, hub: EphemeralHub, events: EventLog, message: InboundMessage) -> None:
+        self._hub = hub
+        self._events = events
         self._message = message
         self.pending: list[Event] = []
-        self._stream = services.hub.has_subscribers(message.delivery.channel)
 
-    def _event(self, type: str, data: dict[str, Any]) -> Event:
-        return Event(self._message.session_key, type, self._message.id, data)
+    @property
+    def _stream(self) -> bool:
+        # Asked at each emit: a sender may attach to the message while it runs.
+        return self._hub.has_subscribers(self._message.id)
 
-    async def event(self, type: str, data: dict[str, Any]) -> None:
-        self.pending.append(self._event(type, data))
-        if type == EventType.TOOL_START and self._stream:
-            self._emit(Progress, f"running {data['tool']}…")
-        if type == EventType.TURN_END and any(
-            e.type == EventType.TOOL_COMPLETE for e in self.pending
+    async def event(self, data: EventPayload) -> None:
+        m = self._message
+        self.pending.append(Event(session_key=m.session_key, message_id=m.id, data=data))
+        if isinstance(data, ToolStart) and self._stream:
+            self._emit(Progress, f"running {data.tool}…")
+        if isinstance(data, TurnEnd) and any(
+            isinstance(e.data, ToolComplete) for e in self.pending
         ):
             await self.flush()  # a tool loop can be long: keep the log current
 
@@ -81,7 +94,7 @@ class _TurnObserver:
 
     def _emit(self, kind: type[StreamDelta] | type[Progress], text: str) -> None:
         m = self._message
-        self._services.hub.emit(
+        self._hub.emit(
             kind(inbound_id=m.id, session_key=m.session_key, delivery=m.delivery, text=text)
         )
 
@@ -91,15 +104,19 @@ class _TurnObserver:
 
     async def flush(self) -> None:
         if self.pending:
-            await self._services.events.append(*self.take())
+            await self._events.append(*self.take())
 
 
 class TurnHandler:
     """Handles one claimed message end to end and settles it with exactly one reply."""
 
-    def __init__(self, *, services: AgentServices, owner: str) -> None:
+    def __init__(self, *, services: TurnServices, owner: str) -> None:
         self._s = services
         self._owner = owner
+
+    @property
+    def provider_name(self) -> str | None:
+        return self._s.provider.name if self._s.provider is not None else None
 
     async def handle(self, claim: Claim, *, control: TurnControl) -> None:
         message = claim.message
@@ -120,7 +137,7 @@ class TurnHandler:
                 [self._user_event(claim), self._error_event(message, "no provider configured")],
             )
         else:
-            outcome = await self._agent(claim, self._s.provider, control.stop)
+            outcome = await self._agent(claim, self._s.provider, control)
         control.settling = True
         await self._settle(message, outcome)
 
@@ -133,19 +150,12 @@ class TurnHandler:
         )
 
     async def _settle(self, message: InboundMessage, outcome: _Outcome) -> None:
-        reply = OutboundMessage(
-            id=reply_id_for(message.id),
-            inbound_id=message.id,
-            session_key=message.session_key,
-            delivery=message.delivery,
-            text=outcome.text,
-            kind=outcome.kind,
-        )
-        idle = Event(message.session_key, EventType.IDLE, message.id, outcome.idle)
+        reply = OutboundMessage.answering(message, outcome.text, outcome.kind)
+        idle = Event(session_key=message.session_key, message_id=message.id, data=outcome.idle)
         events = [*outcome.events, idle]
 
         def job(conn: Connection) -> bool:
-            kept = self._s.bus.settle_in(
+            kept = self._s.inbox.settle_in(
                 conn, message.id, owner=self._owner, reply=reply, failed=outcome.kind == "error"
             )
             if kept:  # else another attempt owns the message and writes its own outcome
@@ -155,33 +165,34 @@ class TurnHandler:
             return kept
 
         if await self._s.store.transact(job):
-            self._s.bus.notify_reply(reply)
+            self._s.inbox.notify_reply(reply)
+            if self._s.compaction is not None and outcome.write is not None:
+                self._s.compaction.wake()
         else:
             log.warning("lease lost before settling; this attempt's outcome is dropped")
 
     @staticmethod
-    def _error_event(message: InboundMessage, error: str, kind: str = "") -> Event:
-        data: dict[str, Any] = {"error": error}
-        if kind:
-            data["kind"] = kind
-        return Event(message.session_key, EventType.ERROR, message.id, data)
+    def _error_event(message: InboundMessage, error: str, kind: str | None = None) -> Event:
+        data = SessionError(error=error, kind=kind)
+        return Event(session_key=message.session_key, message_id=message.id, data=data)
 
     @staticmethod
     def _user_event(claim: Claim) -> Event:
         m = claim.message
-        data: dict[str, Any] = {"text": m.text, "origin": m.origin, "sender": m.sender}
-        if claim.attempt > 1:
-            data["attempt"] = claim.attempt
-        if m.schedule_id is not None:
-            data["schedule_id"] = m.schedule_id
-        return Event(m.session_key, EventType.USER_MESSAGE, m.id, data)
+        data = UserMessage(
+            text=m.text,
+            origin=m.origin,
+            sender=m.sender,
+            attempt=claim.attempt if claim.attempt > 1 else None,
+            schedule_id=m.schedule_id,
+        )
+        return Event(session_key=m.session_key, message_id=m.id, data=data)
 
     async def _command(self, message: InboundMessage) -> _Outcome:
         user = Event(
-            message.session_key,
-            EventType.USER_MESSAGE,
-            message.id,
-            {"text": message.text, "origin": message.origin},
+            session_key=message.session_key,
+            message_id=message.id,
+            data=UserMessage(text=message.text, origin=message.origin),
         )
         await self._s.events.append(user)  # before the command's own events (schedule_created)
         try:
@@ -196,13 +207,11 @@ class TurnHandler:
 
         def job(conn: Connection) -> tuple[SessionState, list[HistoryEntry]]:
             state = s.sessions.ensure_in(conn, message.session_key, message.delivery.channel)
-            redelivered = claim.attempt > 1
-            if redelivered:
+            # Not ``claim.attempt > 1``: a turn released at shutdown got its attempt back,
+            # so its rerun is attempt 1 again although the user turn is already recorded.
+            if s.sessions.has_user_turn_in(conn, key=state.key, inbound_id=message.id):
                 s.sessions.discard_attempt_in(conn, key=state.key, inbound_id=message.id)
-            if not (
-                redelivered
-                and s.sessions.has_user_turn_in(conn, key=state.key, inbound_id=message.id)
-            ):
+            else:
                 s.sessions.add_messages_in(
                     conn,
                     key=state.key,
@@ -215,30 +224,31 @@ class TurnHandler:
 
         return await s.store.transact(job)
 
-    async def _agent(
-        self, claim: Claim, provider: Provider, stop_requested: asyncio.Event
-    ) -> _Outcome:
+    async def _agent(self, claim: Claim, provider: Provider, control: TurnControl) -> _Outcome:
         s, message = self._s, claim.message
         state, history = await self._begin(claim)
-        window = s.context.window([h.message for h in history], summary=state.summary)
-        summary, summary_update = state.summary, None
-        if window.dropped:
-            summary = compact(
-                window.dropped, state.summary, max_chars=s.config.context.summary_max_chars
-            )
+        window, summary = s.context.fit(
+            [h.message for h in history],
+            summary=state.summary,
+            max_chars=s.config.context.summary_max_chars,
+        )
+        summary_update = None
+        if window.dropped and summary is not None:
             summary_update = (summary, history[len(window.dropped) - 1].id)
         tool_context = ToolContext(
             workspace=s.workspace,
             session_key=state.key,
             channel=message.delivery.channel,
             message_id=message.id,
-            extras={**s.tool_extras, "message": message},
+            message=message,
+            deps=s.tool_deps,
+            capacity=control.capacity,
         )
         specs = s.tools.specs(ctx=tool_context)
         system = await s.context.system_prompt(
             session_key=state.key, channel=message.delivery.channel, tools=specs, summary=summary
         )
-        observer = _TurnObserver(s, message)
+        observer = _TurnObserver(hub=s.hub, events=s.events, message=message)
         try:
             result = await run_agent(
                 provider=provider,
@@ -260,7 +270,7 @@ class TurnHandler:
             error = self._error_event(message, str(exc), type(exc).__name__)
             return _Outcome(f"The LLM provider failed: {exc}", "error", [*observer.take(), error])
         except asyncio.CancelledError:
-            if not stop_requested.is_set():
+            if not control.stop.is_set():
                 await asyncio.shield(observer.flush())
                 raise  # shutdown: the message stays claimable
             task = asyncio.current_task()
@@ -273,7 +283,10 @@ class TurnHandler:
             error = self._error_event(message, str(exc), type(exc).__name__)
             text = f"Something went wrong on my side ({type(exc).__name__}); it is logged."
             return _Outcome(text, "error", [*observer.take(), error])
-        return self._finished(message, state, result, observer.take(), summary_update)
+        outcome = self._finished(message, state, result, observer.take(), summary_update)
+        if s.notices is not None:
+            outcome.text += await s.notices.notice(message.id)
+        return outcome
 
     def _finished(
         self,
@@ -287,12 +300,15 @@ class TurnHandler:
         if result.task_complete:
             events.append(
                 Event(
-                    message.session_key,
-                    EventType.TASK_COMPLETE,
-                    message.id,
-                    {"summary": result.text},
+                    session_key=message.session_key,
+                    message_id=message.id,
+                    data=TaskComplete(summary=result.text),
                 )
             )
+
+        fold = summary_update
+        if summary_update is not None and s.compaction is not None:
+            fold = None  # the compaction job writes the model's summary after the reply
 
         def write(conn: Connection) -> None:
             s.sessions.add_messages_in(
@@ -302,13 +318,15 @@ class TurnHandler:
                 inbound_id=message.id,
                 messages=result.messages,
             )
-            s.sessions.touch_in(
-                conn, key=state.key, added=len(result.messages) + 1, summary=summary_update
-            )
+            s.sessions.touch_in(conn, key=state.key, added=len(result.messages) + 1, summary=fold)
+            if summary_update is not None and s.compaction is not None:
+                s.compaction.request_in(
+                    conn, key=state.key, epoch=state.epoch, upto=summary_update[1]
+                )
 
         text = result.text.strip() or "(no reply)"
         if result.stop == "max_iterations":
             text += f"\n\n(stopped after {s.config.max_iterations} steps: agent.max_iterations)"
         return _Outcome(
-            text, "reply", events, write, idle={"llm_calls": result.llm_calls, "stop": result.stop}
+            text, "reply", events, write, idle=Idle(llm_calls=result.llm_calls, stop=result.stop)
         )

@@ -1,14 +1,38 @@
-"""The bus protocols: a durable inbox, a durable outbox, and an in-process hub for ephemerals."""
+"""The bus protocols core depends on: publish, inbox, outbox, lookups and reply waiting.
+
+Each consumer takes the narrowest one it needs: a channel or the scheduler only
+publishes (`Publisher`), the agent runtime works the `Inbox`, a `DeliveryWorker` the
+`Outbox`, status pages and waiters use `MessageLookup` and `ReplyWaiter`. `Bus` is all
+of them, for the composition root. `core.bus.sql.SqlBus` implements `Bus`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
-from core.messages import InboundMessage, OutboundMessage
+from sqlalchemy import Connection
 
-__all__ = ["Claim", "DueReply", "Inbox", "Outbox", "Published"]
+from core.messages import Delivery, InboundMessage, OutboundMessage
+
+__all__ = [
+    "Bus",
+    "ChannelBus",
+    "Claim",
+    "DueReply",
+    "Inbox",
+    "MessageLookup",
+    "MessageState",
+    "MessageStatus",
+    "Outbox",
+    "Published",
+    "Publisher",
+    "QueueCounts",
+    "ReplyWaiter",
+]
+
+MessageState = Literal["pending", "claimed", "done", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,15 +59,76 @@ class DueReply:
     failed_attempts: int
 
 
-class Inbox(Protocol):
-    """Durable inbound queue with per-session ordering and leases."""
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """Inbound messages waiting (pending) and being worked on (claimed)."""
+
+    pending: int = 0
+    claimed: int = 0
+
+    @property
+    def depth(self) -> int:
+        return self.pending + self.claimed
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStatus:
+    """Where an inbound message is, and its final reply once there is one."""
+
+    message_id: str
+    session: str
+    status: MessageState
+    reply: OutboundMessage | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        reply = None
+        if self.reply is not None:
+            reply = {"kind": self.reply.kind, "text": self.reply.text}
+        return {
+            "message_id": self.message_id,
+            "session": self.session,
+            "status": self.status,
+            "reply": reply,
+        }
+
+
+class Publisher(Protocol):
+    """What a channel, the scheduler or the heartbeat needs: durable publishing."""
 
     async def publish_inbound(self, message: InboundMessage) -> Published:
-        """Commit ``message``; returns only once it is durable. Duplicates are dropped."""
+        """Commit ``message``; returns only once it is durable. Duplicates are dropped.
+
+        A message whose ``event_id`` was already published on its channel within the
+        dedupe window is not stored again: the first message id comes back with
+        ``duplicate=True``.
+        """
         ...
+
+
+class Inbox(Publisher, Protocol):
+    """Durable inbound queue with per-session ordering and leases (the agent runtime's)."""
 
     async def claim(self, *, owner: str, limit: int, lease_seconds: float) -> list[Claim]:
         """Lease up to ``limit`` messages: the oldest pending one of each idle session."""
+        ...
+
+    def settle_in(
+        self,
+        conn: Connection,
+        message_id: str,
+        *,
+        owner: str,
+        reply: OutboundMessage | None,
+        failed: bool = False,
+    ) -> bool:
+        """The settle write inside a caller's transaction job; call `notify_reply` after.
+
+        Returns False (and stores no reply) when ``owner`` no longer holds the claim.
+        """
+        ...
+
+    def notify_reply(self, reply: OutboundMessage | None) -> None:
+        """Wake the reply's channel and its waiters (after the settling commit)."""
         ...
 
     async def settle(
@@ -60,6 +145,10 @@ class Inbox(Protocol):
 
     async def release(self, message_ids: Sequence[str], *, owner: str) -> None:
         """Give claimed messages back (graceful shutdown): claimable again at once."""
+        ...
+
+    async def release_dead_owners(self) -> int:
+        """Make messages leased by dead processes on this host claimable at once."""
         ...
 
     async def wait_inbound(self, timeout: float) -> None:
@@ -85,3 +174,56 @@ class Outbox(Protocol):
     async def wait_outbound(self, channel: str, timeout: float) -> None:
         """Return when ``channel`` may have a reply to deliver, or after ``timeout``."""
         ...
+
+
+class MessageLookup(Protocol):
+    """Read-only questions about inbound messages (the only way to ask them)."""
+
+    async def message_status(self, message_id: str) -> MessageStatus | None:
+        """The status of inbound ``message_id`` and its final reply; None when unknown."""
+        ...
+
+    async def message_states(self, message_ids: Sequence[str]) -> dict[str, MessageState]:
+        """The state of each known id among ``message_ids`` (unknown ids are absent)."""
+        ...
+
+    async def last_user_delivery(self, session_key: str) -> Delivery | None:
+        """Where the newest user message of ``session_key`` came from, if any."""
+        ...
+
+    async def queue_counts(self, session_key: str | None = None) -> QueueCounts:
+        """Pending and claimed messages, of one session or of all."""
+        ...
+
+    async def queued_by_session(self, session_keys: Sequence[str]) -> dict[str, int]:
+        """Pending + claimed messages per session, for the given sessions (absent: 0)."""
+        ...
+
+    async def newest_seq(self) -> int:
+        """The newest inbound sequence number (0 when none)."""
+        ...
+
+    async def channels_after(self, seq: int, *, limit: int) -> list[tuple[int, str]]:
+        """``(seq, channel)`` of messages published after ``seq``, oldest first."""
+        ...
+
+
+class ReplyWaiter(Protocol):
+    """Waiting for the final reply of one message: for any channel, or a subagent's parent."""
+
+    async def wait_reply(self, message_id: str, timeout: float | None) -> OutboundMessage | None:
+        """The final reply to ``message_id`` once it is settled, or None after ``timeout``.
+
+        Works for replies settled by any process sharing the database (in-process settles
+        wake the waiter at once; others are seen by polling). None ``timeout`` waits
+        without a limit.
+        """
+        ...
+
+
+class ChannelBus(Publisher, MessageLookup, ReplyWaiter, Protocol):
+    """What a channel may do with the bus: publish, look up, wait for replies."""
+
+
+class Bus(Inbox, Outbox, MessageLookup, ReplyWaiter, Protocol):
+    """Every bus role at once: what the composition root builds and hands out narrowly."""

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections import defaultdict
 
-__all__ = ["Signal", "SignalMap"]
+__all__ = ["KeyedWaiters", "Signal", "SignalMap"]
 
 
 class Signal:
@@ -36,3 +36,31 @@ class SignalMap:
 
     async def wait(self, name: str, timeout: float) -> None:
         await self._signals[name].wait(timeout)
+
+
+class KeyedWaiters:
+    """Futures waiting on a key (a message id); ``wake`` resolves and forgets them."""
+
+    def __init__(self) -> None:
+        self._waiting: defaultdict[str, set[asyncio.Future[None]]] = defaultdict(set)
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def register(self, key: str) -> asyncio.Future[None]:
+        """A future that ``wake(key)`` resolves; `discard` it when done waiting."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting[key].add(future)
+        return future
+
+    def discard(self, key: str, future: asyncio.Future[None]) -> None:
+        waiting = self._waiting.get(key)
+        if waiting is not None:
+            waiting.discard(future)
+            if not waiting:
+                del self._waiting[key]
+
+    def wake(self, key: str) -> None:
+        for future in self._waiting.pop(key, ()):
+            if not future.done():
+                future.set_result(None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -9,11 +10,13 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import Connection, Update, and_, bindparam, delete, func, or_, select, update
 
 from core.bus.base import Claim, DueReply, Published
+from core.bus.lookups import SqlLookups
 from core.bus.owner import owner_is_dead
-from core.bus.signals import Signal, SignalMap
+from core.bus.signals import KeyedWaiters, Signal, SignalMap
+from core.bus.tables import DedupeRow, InboundRow, OutboundRow
 from core.messages import InboundMessage, OutboundMessage
 from core.store.engine import Store
-from core.store.models import DedupeRow, InboundRow, OutboundRow, SessionRow
+from core.store.models import SessionRow
 from core.store.sql import insert_ignore
 
 __all__ = ["DEDUPE_WINDOW_SECONDS", "SqlBus", "is_control"]
@@ -21,6 +24,8 @@ __all__ = ["DEDUPE_WINDOW_SECONDS", "SqlBus", "is_control"]
 log = logging.getLogger(__name__)
 
 DEDUPE_WINDOW_SECONDS = 24 * 3600
+MAX_REPLY_POLL = 8.0
+"""Longest gap between a reply waiter's store reads (replies settled by other processes)."""
 CONTROL_COMMANDS = frozenset({"/stop"})
 
 _inbound = InboundRow.__table__  # type: ignore[attr-defined]
@@ -116,8 +121,8 @@ def reply_row(reply: OutboundMessage, now: float) -> dict[str, object]:
     }
 
 
-class SqlBus:
-    """Inbox and Outbox on SQL tables; in-process signals make wake-ups immediate.
+class SqlBus(SqlLookups):
+    """The `Bus` on SQL tables; in-process signals make wake-ups immediate.
 
     Writes are jobs run by :meth:`Store.transact` (group-committed on SQLite), so a
     caller such as the turn layer can settle a message in the same transaction as
@@ -129,6 +134,10 @@ class SqlBus:
         self._clock = clock
         self._inbound_signal = Signal()
         self._outbound_signals = SignalMap()
+        self._reply_waiters = KeyedWaiters()
+        self.reply_poll_interval = 0.5
+        """First re-read of the store by a reply waiter (for replies settled elsewhere);
+        later ones back off to `MAX_REPLY_POLL`."""
 
     @property
     def dialect(self) -> str:
@@ -257,6 +266,7 @@ class SqlBus:
         """Wake the reply's channel (after the settling transaction committed)."""
         if reply is not None:
             self._outbound_signals.set(reply.delivery.channel)
+            self._reply_waiters.wake(reply.inbound_id)
         self._inbound_signal.set()  # the session is idle again: its next message may go
 
     async def settle(
@@ -320,6 +330,29 @@ class SqlBus:
 
     async def wait_inbound(self, timeout: float) -> None:
         await self._inbound_signal.wait(timeout)
+
+    # -- waiting for replies -------------------------------------------------------------
+
+    async def wait_reply(self, message_id: str, timeout: float | None) -> OutboundMessage | None:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        poll = self.reply_poll_interval
+        while True:
+            # Registered before reading the store: a settle in between still wakes us.
+            woken = self._reply_waiters.register(message_id)
+            try:
+                status = await self.message_status(message_id)
+                if status is not None and status.reply is not None:
+                    return status.reply
+                budget = poll if deadline is None else min(poll, deadline - loop.time())
+                if budget <= 0:
+                    return None
+                await asyncio.wait({woken}, timeout=budget)
+            finally:
+                self._reply_waiters.discard(message_id, woken)
+            # Settles in this process wake at once; polling only covers other processes,
+            # so a long wait backs off instead of reading the store every second.
+            poll = min(poll * 2, MAX_REPLY_POLL)
 
     # -- outbox --------------------------------------------------------------------------
 

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, RowMapping, Select, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from core.errors import StoreError
+from core.errors import StoreError, StoreFileError
 from core.store.config import StoreConfig
+from core.store.health import ServerHealth, SqliteHealth, StoreHealth
 from core.store.migrate import upgrade_to_head
+from core.store.sqlite_file import no_create_url, prepare_sqlite_file, sqlite_path
 from core.store.writer import Job, SqliteWriter, T, make_transactional
 
 __all__ = ["Store"]
@@ -39,10 +42,20 @@ class Store:
         self._engine: AsyncEngine | None = None
         self._sessions: async_sessionmaker[AsyncSession] | None = None
         self._writer: SqliteWriter | None = None
+        self._health: StoreHealth | None = None
+        self.path = sqlite_path(url) if self.dialect == "sqlite" else None
+        """The SQLite database file (None on a server or in memory)."""
 
     @property
     def is_sqlite(self) -> bool:
         return self.dialect == "sqlite"
+
+    @property
+    def health(self) -> StoreHealth:
+        """Checks on the open store (see `core.store.health`)."""
+        if self._health is None:
+            raise StoreError("store is not open")
+        return self._health
 
     @property
     def engine(self) -> AsyncEngine:
@@ -51,12 +64,24 @@ class Store:
         return self._engine
 
     async def open(self, *, migrate: bool = True) -> None:
-        """Create the engine and bring the schema to the newest migration."""
+        """Create the engine and bring the schema to the newest migration.
+
+        An SQLite file is created private (0600) if missing and checked with
+        ``PRAGMA quick_check`` first.
+
+        Raises:
+            StoreFileError: the SQLite file cannot be used (one line naming it).
+            StoreError: the database refused the migration.
+        """
+        if self.path is not None:
+            identity = await asyncio.to_thread(prepare_sqlite_file, self.path)
+            self._health = SqliteHealth(path=self.path, identity=identity)
         kwargs: dict[str, Any] = {"echo": self.config.echo}
         if not self.is_sqlite:
             kwargs["pool_size"] = self.config.pool_size
             kwargs["pool_pre_ping"] = True
-        engine = create_async_engine(self.url, **kwargs)
+        url = no_create_url(self.url, self.path) if self.path is not None else make_url(self.url)
+        engine = create_async_engine(url, **kwargs)
         if self.is_sqlite:
             _sqlite_pragmas(engine.sync_engine, self.config.busy_timeout_ms)
         self._engine = engine
@@ -66,14 +91,24 @@ class Store:
                 async with engine.begin() as conn:
                     await conn.run_sync(upgrade_to_head)
             except SQLAlchemyError as exc:
-                raise StoreError(f"cannot migrate the database: {exc}") from exc
+                await engine.dispose()
+                self._engine = None
+                raise self._migration_error(exc) from exc
+        if self._health is None:
+            self._health = ServerHealth(engine=engine)
         if self.is_sqlite:
-            sync_engine = create_engine(make_url(self.url).set(drivername="sqlite"))
+            sync_engine = create_engine(url.set(drivername="sqlite"))
             _sqlite_pragmas(sync_engine, self.config.busy_timeout_ms)
             make_transactional(sync_engine)
             self._writer = SqliteWriter(engine=sync_engine)
             self._writer.start()
         log.info("store open dialect=%s", self.dialect)
+
+    def _migration_error(self, exc: SQLAlchemyError) -> StoreError:
+        cause = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        if self.path is not None:
+            return StoreFileError(str(self.path), f"cannot be migrated ({cause})")
+        return StoreError(f"cannot migrate the database: {cause}")
 
     async def transact(self, job: Job[T]) -> T:
         """Run ``job(connection)`` in a write transaction and return its result.
@@ -93,6 +128,14 @@ class Store:
         if self._engine is not None:
             await self._engine.dispose()
             self._engine = None
+        self._health = None
+
+    async def fetch(self, query: Select[Any]) -> Sequence[RowMapping]:
+        """Run a read ``query`` and return its rows as mappings of their columns."""
+        async with self.read() as session:
+            conn = await session.connection()
+            rows: Sequence[RowMapping] = (await conn.execute(query)).mappings().all()
+        return rows
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:

@@ -1,16 +1,14 @@
-"""SQLModel tables: sessions, history, events, inbound/outbound queues, dedupe keys."""
+"""SQLModel tables: sessions, history, events, schedules, approvals (the bus has its own)."""
 
 from __future__ import annotations
 
-from sqlalchemy import Index, Text
+from sqlalchemy import Index, Text, false
 from sqlmodel import Column, Field, SQLModel
 
 __all__ = [
-    "DedupeRow",
+    "ApprovalRow",
     "EventRow",
     "HistoryRow",
-    "InboundRow",
-    "OutboundRow",
     "ScheduleRow",
     "SessionRow",
 ]
@@ -38,7 +36,10 @@ class HistoryRow(SQLModel, table=True):
     """One message of a session's conversation history."""
 
     __tablename__ = "history"
-    __table_args__ = (Index("ix_history_session_epoch_id", "session_key", "epoch", "id"),)
+    __table_args__ = (
+        Index("ix_history_session_epoch_id", "session_key", "epoch", "id"),
+        Index("ix_history_session_unread", "session_key", "unread"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     session_key: str = Field(max_length=512)
@@ -50,6 +51,8 @@ class HistoryRow(SQLModel, table=True):
     tool_call_id: str | None = Field(default=None, max_length=128)
     name: str | None = Field(default=None, max_length=128)
     created_at: float
+    unread: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
+    """A reply delivered while nobody watched the session (shown when ``chat`` opens)."""
 
 
 class EventRow(SQLModel, table=True):
@@ -64,57 +67,6 @@ class EventRow(SQLModel, table=True):
     message_id: str | None = Field(default=None, max_length=64)
     data: str = Field(default="{}", sa_column=Column(Text, nullable=False))
     created_at: float
-
-
-class InboundRow(SQLModel, table=True):
-    """A durable inbound message; status pending -> claimed -> done|failed."""
-
-    __tablename__ = "inbound"
-    __table_args__ = (
-        Index("ix_inbound_status_seq", "status", "seq"),
-        Index("ix_inbound_session_status", "session_key", "status"),
-    )
-
-    seq: int | None = Field(default=None, primary_key=True)
-    id: str = Field(max_length=64, unique=True)
-    session_key: str = Field(max_length=512)
-    status: str = Field(default="pending", max_length=16)
-    control: bool = False
-    """Control messages (/stop) may be claimed while their session is busy."""
-    payload: str = Field(sa_column=Column(Text, nullable=False))
-    lease_owner: str | None = Field(default=None, max_length=128)
-    lease_until: float | None = None
-    attempts: int = 0
-    created_at: float
-    finished_at: float | None = None
-
-
-class OutboundRow(SQLModel, table=True):
-    """A durable final reply waiting for (or done with) delivery."""
-
-    __tablename__ = "outbound"
-    __table_args__ = (Index("ix_outbound_channel_status", "channel", "status", "next_attempt_at"),)
-
-    id: str = Field(primary_key=True, max_length=80)
-    inbound_id: str = Field(max_length=64, index=True)
-    session_key: str = Field(max_length=512)
-    channel: str = Field(max_length=64)
-    payload: str = Field(sa_column=Column(Text, nullable=False))
-    status: str = Field(default="pending", max_length=16)
-    attempts: int = 0
-    next_attempt_at: float = 0.0
-    last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-    created_at: float
-    delivered_at: float | None = None
-
-
-class DedupeRow(SQLModel, table=True):
-    """A platform event id or idempotency key already accepted, and its message id."""
-
-    __tablename__ = "dedupe"
-    key: str = Field(primary_key=True, max_length=512)
-    message_id: str = Field(max_length=64)
-    created_at: float = Field(index=True)
 
 
 class ScheduleRow(SQLModel, table=True):
@@ -146,3 +98,33 @@ class ScheduleRow(SQLModel, table=True):
     """active, done (a one-shot that ran or was missed) or cancelled."""
     last_firing_id: str | None = Field(default=None, max_length=128)
     running_message_id: str | None = Field(default=None, max_length=64)
+
+
+class ApprovalRow(SQLModel, table=True):
+    """An ``exec`` command waiting for the user's ``/approve`` or ``/deny`` (shown as ``#id``).
+
+    One per (``message_id``, ``command``): a redelivered turn finds its earlier request.
+    ``reported_at`` is set once the outcome was published to the session for the model.
+    """
+
+    __tablename__ = "approvals"
+    __table_args__ = (Index("ix_approvals_status_expires", "status", "expires_at"),)
+
+    id: str = Field(primary_key=True, max_length=16)
+    session_key: str = Field(max_length=512)
+    message_id: str = Field(max_length=64, index=True)
+    """The inbound message whose turn asked."""
+    delivery: str = Field(sa_column=Column(Text, nullable=False))
+    """The Delivery (JSON) of that message: the outcome is answered there."""
+    command: str = Field(sa_column=Column(Text, nullable=False))
+    timeout: float
+    reason: str = Field(sa_column=Column(Text, nullable=False))
+    status: str = Field(default="pending", max_length=16)
+    """pending, approved, denied or expired."""
+    created_at: float
+    expires_at: float
+    decided_at: float | None = None
+    decided_by: str | None = Field(default=None, max_length=256)
+    decision_message_id: str | None = Field(default=None, max_length=64)
+    """The ``/approve`` or ``/deny`` message that decided it."""
+    reported_at: float | None = None

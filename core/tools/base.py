@@ -1,12 +1,61 @@
-"""The Tool protocol and the context a tool runs in."""
+"""The Tool protocol and the context a tool runs in (its typed dependencies included)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["Tool", "ToolContext"]
+from core.messages import InboundMessage
+
+__all__ = ["NO_CAPACITY_HANDOVER", "Capacity", "Tool", "ToolContext", "ToolDeps"]
+
+T = TypeVar("T")
+
+
+class ToolDeps:
+    """Services a tool may ask for by type (a ``Dep[T]`` parameter), wired by the core.
+
+    Looked up by exact type first, then by subclass, so a test can hand in a subclass.
+    """
+
+    def __init__(self, *services: object) -> None:
+        self._services: dict[type[Any], object] = {}
+        for service in services:
+            self.add(service)
+
+    def add(self, service: object) -> None:
+        self._services[type(service)] = service
+
+    def get(self, kind: type[T]) -> T | None:
+        found = self._services.get(kind)
+        if found is None:
+            found = next((s for s in self._services.values() if isinstance(s, kind)), None)
+        return found if isinstance(found, kind) else None
+
+
+class Capacity(Protocol):
+    """A running turn's share of ``agent.max_concurrent_sessions``.
+
+    A tool that waits on work in another session (a sync subagent) waits inside
+    ``released()``: the turn's slot goes back to the runtime meanwhile, so a parent
+    holding a slot can never starve the child it waits for.
+    """
+
+    def released(self) -> AbstractAsyncContextManager[None]: ...
+
+
+class _NoHandover:
+    @contextlib.asynccontextmanager
+    async def released(self) -> AsyncIterator[None]:
+        yield
+
+
+NO_CAPACITY_HANDOVER: Capacity = _NoHandover()
+"""For tools run outside the agent runtime (tests, the MCP server): nothing to give back."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,11 +66,13 @@ class ToolContext:
     session_key: str
     channel: str = ""
     message_id: str = ""
+    message: InboundMessage | None = None
+    """The message being answered (None outside a turn)."""
     depth: int = 0
     """0 for the main agent; n for a subagent n levels down."""
     agent_type: str = "main"
-    extras: dict[str, Any] = field(default_factory=dict)
-    """Services wired in by the runtime (scheduler, task registry...), by name."""
+    deps: ToolDeps = field(default_factory=ToolDeps)
+    capacity: Capacity = NO_CAPACITY_HANDOVER
 
 
 @runtime_checkable

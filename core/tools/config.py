@@ -1,37 +1,27 @@
-"""ToolsConfig: the ``[tools]`` section (exec limits, tool policy, file read cap)."""
+"""ToolsConfig: the ``[tools]`` section (exec limits and approvals, tool policy, file cap)."""
 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .danger import DEFAULT_DANGER_PATTERNS
+
 __all__ = [
-    "DEFAULT_DENY_PATTERNS",
+    "DEFAULT_DANGER_PATTERNS",
+    "ApprovalMode",
     "ExecConfig",
     "PolicyRule",
     "ToolPolicyConfig",
     "ToolsConfig",
 ]
 
-DEFAULT_DENY_PATTERNS: dict[str, str] = {
-    r"\brm\s+(?:-\S+\s+)*(?:/|/\*|~/?|\$HOME/?)(?=\s|[;&|)]|$)": "deletes / or the home directory",
-    r"--no-preserve-root": "deletes /",
-    r"\bmkfs(?:\.\w+)?\b": "formats a filesystem",
-    r"\bdd\b[^;&|]*\bof=/dev/(?!null\b|zero\b|stdout\b|stderr\b)": "writes to a device",
-    r">\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)\w*": "writes to a block device",
-    r"\b(?:wipefs|fdisk|sfdisk|parted)\b": "repartitions or wipes a disk",
-    r"(?:^|[;&|(]\s*|\bsudo\s+)(?:shutdown|reboot|halt|poweroff)\b": "shuts the machine down",
-    r"\bsystemctl\s+(?:poweroff|reboot|halt|kexec)\b": "shuts the machine down",
-    r"\binit\s+[06]\b": "shuts the machine down",
-    r":\s*\(\s*\)\s*\{[^}]*:\s*\|\s*:": "is a fork bomb",
-    r"\bch(?:mod|own)\s+(?:-\S+\s+)*\S+\s+(?:-\S+\s+)*/(?=\s|[;&|)]|$)": "changes / recursively",
-}
-"""Default ``exec.deny_patterns`` (regex -> the reason given to the model).
+ApprovalMode = Literal["never", "dangerous", "always"]
+"""Which ``exec`` commands wait for the user's ``/approve``."""
 
-A speed bump against accidents, not a sandbox: run the daemon under systemd's sandboxing
-(see ``systemd/``) for real confinement.
-"""
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ExecConfig(BaseModel):
@@ -43,7 +33,27 @@ class ExecConfig(BaseModel):
         max_timeout: the largest timeout a call may ask for, in seconds.
         max_output: characters of combined stdout+stderr kept (head and tail, with a
             ``[... N chars truncated ...]`` marker between them).
-        deny_patterns: regexes searched in the command line; a match refuses the command.
+        deny_patterns: regexes searched in the normalised command line (see
+            ``core.tools.danger``); a match refuses the command outright, no approval
+            asked. Empty by default.
+        danger_patterns: regexes searched the same way; a match needs the user's
+            approval (``approval = "dangerous"``) or is logged (``"never"``). The
+            defaults catch deleting / or home, piping into a shell, eval/sh -c of
+            dynamic text, writes to /etc and /boot, disk formatting, fork bombs and
+            shutdowns.
+        approval: ``dangerous`` (default): commands matching a danger pattern wait for
+            ``/approve <id>``; ``always``: every command does; ``never``: nothing waits
+            (danger matches are only logged).
+        approval_timeout: seconds an approval stays open; unanswered, it is denied.
+        sandbox: where commands run. ``auto``: in bubblewrap when ``bwrap ... true``
+            works (probed once), else on the host with a logged warning; ``bwrap``:
+            always in bubblewrap, every command fails when it does not work; ``none``:
+            on the host. Either way the environment is the allow-list below.
+        network: commands may use the network (``false`` gives the bubblewrap sandbox
+            its own network namespace with only a loopback; no effect without a sandbox).
+        env_passthrough: names of the daemon's environment variables handed to
+            commands, beside ``PATH``, ``LANG``, ``TERM`` (and ``HOME`` = the
+            workspace). ``FAMILIAR_*`` names are refused: they hold the daemon's secrets.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -52,9 +62,25 @@ class ExecConfig(BaseModel):
     timeout: float = Field(default=60.0, gt=0)
     max_timeout: float = Field(default=600.0, gt=0)
     max_output: int = Field(default=16_000, ge=100)
-    deny_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_DENY_PATTERNS))
+    deny_patterns: list[str] = Field(default_factory=list)
+    danger_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_DANGER_PATTERNS))
+    approval: ApprovalMode = "dangerous"
+    approval_timeout: float = Field(default=3600.0, gt=0)
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    network: bool = True
+    env_passthrough: list[str] = Field(default_factory=list)
 
-    @field_validator("deny_patterns")
+    @field_validator("env_passthrough")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if name.upper().startswith("FAMILIAR_"):
+                raise ValueError(f"{name!r}: FAMILIAR_* variables are never passed to commands")
+        return value
+
+    @field_validator("deny_patterns", "danger_patterns")
     @classmethod
     def _patterns_compile(cls, value: list[str]) -> list[str]:
         for pattern in value:

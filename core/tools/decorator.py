@@ -6,18 +6,35 @@ import inspect
 import re
 import typing
 from collections.abc import Awaitable, Callable
-from typing import Any, overload
+from typing import Annotated, Any, TypeVar, overload
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from core.errors import ToolRetry
+from core.errors import ToolFailed, ToolRetry
 
 from .base import ToolContext
 
-__all__ = ["FunctionTool", "tool"]
+__all__ = ["Dep", "FunctionTool", "tool"]
 
 ToolFunction = Callable[..., Awaitable[Any]]
+T = TypeVar("T")
+
+
+class _Injected:
+    """Marks a tool parameter filled from ``ToolContext.deps`` instead of by the model."""
+
+
+Dep = Annotated[T, _Injected()]
+"""``schedules: Dep[ScheduleService]``: injected by type, hidden from the model."""
+
+
+def _injected_type(annotation: Any) -> type[Any] | None:
+    if typing.get_origin(annotation) is not Annotated:
+        return None
+    base, *metadata = typing.get_args(annotation)
+    return base if any(isinstance(m, _Injected) for m in metadata) else None
+
 
 _SECTION = re.compile(r"^(\w[\w ]*):\s*$")
 _ARG_SECTIONS = {"Args", "Arguments", "Parameters"}
@@ -99,6 +116,7 @@ class FunctionTool:
         self.name = name or fn.__name__
         summary, arg_docs = _parse_docstring(fn.__doc__)
         self.description = description or summary
+        self._deps: dict[str, type[Any]] = {}
         self._wants_ctx, self._params, self._model = self._build_model(fn, arg_docs)
         self.parameters = _strip_titles(self._model.model_json_schema())
 
@@ -114,24 +132,30 @@ class FunctionTool:
         if wants_ctx:
             params = params[1:]
         fields: dict[str, Any] = {}
-        for index, param in enumerate(params):
+        names: list[str] = []
+        for param in params:
             if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
                 raise TypeError(f"tool {self.name}: unsupported parameter {param.name!r}")
             annotation = hints.get(param.name, Any)
             if annotation is ToolContext:
                 raise TypeError(f"tool {self.name}: ctx: ToolContext must come first")
+            injected = _injected_type(annotation)
+            if injected is not None:
+                self._deps[param.name] = injected
+                continue
             default = ... if param.default is param.empty else param.default
             # Internal field names avoid clashes with BaseModel attributes ("schema", "copy").
-            fields[f"p{index}"] = (
+            fields[f"p{len(names)}"] = (
                 annotation,
                 Field(default, alias=param.name, description=arg_docs.get(param.name)),
             )
+            names.append(param.name)
         model = create_model(
             f"{self.name}_arguments",
             __config__=ConfigDict(extra="forbid", validate_by_name=False),
             **fields,
         )
-        return wants_ctx, [p.name for p in params], model
+        return wants_ctx, names, model
 
     async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> str:
         """Validate ``arguments``, call the function and render its result.
@@ -143,7 +167,14 @@ class FunctionTool:
             parsed = self._model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolRetry(validation_message(self.name, exc)) from None
-        kwargs = {name: getattr(parsed, f"p{i}") for i, name in enumerate(self._params)}
+        kwargs: dict[str, Any] = {
+            name: getattr(parsed, f"p{i}") for i, name in enumerate(self._params)
+        }
+        for name, kind in self._deps.items():
+            service = ctx.deps.get(kind)
+            if service is None:
+                raise ToolFailed(f"{self.name} is not available here (no {kind.__name__})")
+            kwargs[name] = service
         result = await (self.fn(ctx, **kwargs) if self._wants_ctx else self.fn(**kwargs))
         if isinstance(result, str):
             return result
@@ -175,7 +206,8 @@ def tool(
     The JSON schema and validation come from the type hints; the description is the
     docstring's first paragraph, and each argument's description comes from its
     ``Args:`` section. A leading ``ctx: ToolContext`` parameter is injected at run
-    time and hidden from the model. A ``str`` result is returned as is; anything else
+    time and hidden from the model, and so is every ``Dep[T]`` parameter, filled with the
+    service of type ``T`` from ``ctx.deps``. A ``str`` result is returned as is; anything else
     is rendered as JSON.
 
     Examples:

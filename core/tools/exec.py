@@ -1,27 +1,32 @@
-"""The ``exec`` tool: a shell command in the workspace, with a timeout and an output cap."""
+"""The ``exec`` tool: a sandboxed shell command in the workspace, with a timeout, an output
+cap, and an approval gate for dangerous commands (``core.tools.danger``, ``core.tools.approvals``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import codecs
 import contextlib
+import logging
 import os
-import re
 import signal
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from core.errors import PolicyDenied, ToolFailed, ToolRetry
 
 from .base import Tool, ToolContext
-from .config import DEFAULT_DENY_PATTERNS, ExecConfig, ToolsConfig
+from .config import ExecConfig, ToolsConfig
+from .danger import DangerMatcher
 from .decorator import tool
+from .sandbox import Sandbox, SandboxChoice, SandboxSelector
 
-__all__ = ["exec_tools"]
+__all__ = ["ApprovalGate", "ExecRunner", "exec_tools"]
+
+log = logging.getLogger(__name__)
 
 _DRAIN = 1.0
 """Seconds to wait for buffered output once the shell exited (or was killed)."""
-_HIDDEN_ENV_PREFIX = "FAMILIAR_"
-"""The daemon's own settings (API keys included) are not passed to commands."""
 
 
 @dataclass
@@ -73,11 +78,12 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _check_denied(command: str, patterns: list[tuple[re.Pattern[str], str]]) -> None:
-    for regex, reason in patterns:
-        if regex.search(command):
-            why = f"it {reason}" if reason else f"it matches deny pattern {regex.pattern!r}"
-            raise PolicyDenied(f"command refused: {why} (tools.exec.deny_patterns)")
+class ApprovalGate(Protocol):
+    """Where a command that needs the user's approval goes instead of running."""
+
+    async def request(self, ctx: ToolContext, command: str, *, timeout: float, reason: str) -> str:
+        """Record a pending approval; returns the tool result telling the model so."""
+        ...
 
 
 async def _drain(protocol: _OutputProtocol) -> None:
@@ -86,17 +92,20 @@ async def _drain(protocol: _OutputProtocol) -> None:
             await asyncio.shield(protocol.done)
 
 
-async def _spawn(command: str, ctx: ToolContext, out_fd: int) -> asyncio.subprocess.Process:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_HIDDEN_ENV_PREFIX)}
+async def _spawn(
+    command: str, ctx: ToolContext, out_fd: int, sandbox: Sandbox
+) -> asyncio.subprocess.Process:
     try:
-        return await asyncio.create_subprocess_shell(
-            command,
+        return await asyncio.create_subprocess_exec(
+            *sandbox.argv(command, ctx.workspace),
             cwd=ctx.workspace,
-            env=env,
+            env=sandbox.env(ctx.workspace),  # an allow-list: never the daemon's environment
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out_fd,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so a kill takes the children too
+            # Its own process group, so a kill takes the children too. In bubblewrap the
+            # group is bwrap alone: killing it kills its whole PID namespace.
+            start_new_session=True,
         )
     except OSError as exc:
         raise ToolFailed(f"cannot start the command: {exc}") from exc
@@ -104,13 +113,15 @@ async def _spawn(command: str, ctx: ToolContext, out_fd: int) -> asyncio.subproc
         os.close(out_fd)
 
 
-async def _run(command: str, ctx: ToolContext, limit: float, max_output: int) -> str:
+async def _run(
+    command: str, ctx: ToolContext, limit: float, max_output: int, sandbox: Sandbox
+) -> str:
     # A pipe we own rather than PIPE: on Python 3.11 Process.wait() also waits for the
     # pipes to close, which a background child (even one outside the group) can delay
     # forever. Here wait() returns when the shell exits and we close the pipe ourselves.
     read_fd, write_fd = os.pipe()
     try:
-        proc = await _spawn(command, ctx, write_fd)
+        proc = await _spawn(command, ctx, write_fd, sandbox)
     except BaseException:
         os.close(read_fd)
         raise
@@ -139,20 +150,67 @@ async def _run(command: str, ctx: ToolContext, limit: float, max_output: int) ->
     return f"exit code {code}\n{output.render() or '(no output)'}"
 
 
-def exec_tools(config: ToolsConfig) -> list[Tool]:
+class ExecRunner:
+    """Runs a command the way ``exec`` does: in the workspace, within the limits.
+
+    An approved command runs through here too, so it gets the same treatment.
+
+    Args:
+        config: the ``[tools.exec]`` section.
+    """
+
+    def __init__(self, config: ExecConfig) -> None:
+        self.config = config
+        self._sandboxes = SandboxSelector(config)
+
+    def limit(self, timeout: float | None) -> float:
+        """The timeout to use: the call's, else the default (ToolRetry when out of range)."""
+        cfg = self.config
+        limit = cfg.timeout if timeout is None else timeout
+        if not 0 < limit <= cfg.max_timeout:
+            raise ToolRetry(f"timeout must be > 0 and at most {cfg.max_timeout:g} seconds")
+        return limit
+
+    async def sandbox(self) -> SandboxChoice:
+        """Where this process runs commands: what status and doctor report."""
+        return await self._sandboxes.choice()
+
+    async def run(self, command: str, ctx: ToolContext, timeout: float | None = None) -> str:
+        """Run ``command``; ``"exit code N\\n<output>"`` (ToolFailed on timeout)."""
+        sandbox = await self._sandboxes.get()
+        return await _run(command, ctx, self.limit(timeout), self.config.max_output, sandbox)
+
+
+def _needs_approval(cfg: ExecConfig, danger: str | None) -> str | None:
+    """Why a command waits for approval under ``tools.exec.approval``, or None."""
+    if cfg.approval == "always":
+        return danger or 'is a shell command and tools.exec.approval is "always"'
+    return danger if cfg.approval == "dangerous" else None
+
+
+def exec_tools(
+    config: ToolsConfig,
+    *,
+    runner: ExecRunner | None = None,
+    approvals: ApprovalGate | None = None,
+) -> list[Tool]:
     """The ``exec`` tool, or no tool when ``tools.exec.enabled`` is false.
 
     Args:
         config: the ``[tools]`` section.
+        runner: runs the commands (default: one on ``config.exec``).
+        approvals: takes commands that need approval; without one they are refused.
     """
     cfg: ExecConfig = config.exec
     if not cfg.enabled:
         return []
-    patterns = [(re.compile(p), DEFAULT_DENY_PATTERNS.get(p, "")) for p in cfg.deny_patterns]
+    run = runner or ExecRunner(cfg)
+    deny = DangerMatcher(cfg.deny_patterns, reasons={}, kind="deny")
+    danger = DangerMatcher(cfg.danger_patterns)
     description = (
         "Run a shell command in the workspace (stdin is empty; stdout and stderr are "
         f"combined). Returns the exit code and the output. Default timeout {cfg.timeout:g}s, "
-        f"at most {cfg.max_timeout:g}s."
+        f"at most {cfg.max_timeout:g}s. Dangerous commands wait for the user's approval."
     )
 
     # The argument is the model's public ``timeout`` (design.md), hence the noqa.
@@ -164,10 +222,21 @@ def exec_tools(config: ToolsConfig) -> list[Tool]:
             command: the shell command line (run by /bin/sh).
             timeout: seconds before the command and its children are killed.
         """
-        limit = cfg.timeout if timeout is None else timeout
-        if not 0 < limit <= cfg.max_timeout:
-            raise ToolRetry(f"timeout must be > 0 and at most {cfg.max_timeout:g} seconds")
-        _check_denied(command, patterns)
-        return await _run(command, ctx, limit, cfg.max_output)
+        limit = run.limit(timeout)
+        refused = deny.reason(command)
+        if refused is not None:
+            raise PolicyDenied(f"command refused: it {refused} (tools.exec.deny_patterns)")
+        reason = danger.reason(command)
+        why = _needs_approval(cfg, reason)
+        if why is not None:
+            if approvals is None:
+                raise PolicyDenied(
+                    f"command refused: it {why}, and no one can approve it here "
+                    "(tools.exec.approval)"
+                )
+            return await approvals.request(ctx, command, timeout=limit, reason=why)
+        if reason is not None:
+            log.warning("running a dangerous command (tools.exec.approval = never): it %s", reason)
+        return await run.run(command, ctx, limit)
 
     return [exec_]

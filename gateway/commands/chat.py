@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from pathlib import Path
 
 import typer
@@ -18,14 +19,16 @@ from rich.markdown import Markdown
 from rich.markup import escape
 
 from gateway.commands.common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
     HomeOption,
     SessionOption,
     resolve_home,
     run_control,
     stdout_console,
 )
-from gateway.commands.talk import converse
-from gateway.control_client import ControlClient, ControlError, DaemonUnavailable
+from gateway.commands.talk import converse, no_reply_text
+from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 
 __all__ = ["chat"]
 
@@ -98,9 +101,10 @@ async def _chat_turn(client: ControlClient, key: str, text: str, console: Consol
     if talk.cancelled():
         await _chat_stop(client, key, console)
         return
-    reply = talk.result().reply
+    outcome = talk.result()
+    reply = outcome.reply
     if reply is None:
-        console.print("[yellow](no reply)[/yellow]")
+        console.print(escape(no_reply_text(outcome, key, None)), style="yellow")
     elif reply["kind"] == "reply":
         console.print(Markdown(reply["text"]))
     else:
@@ -135,6 +139,7 @@ async def _chat(home: Path, key: str) -> int:
             history=FileHistory(str(run_dir / "chat_history")), key_bindings=_chat_bindings()
         )
         watcher = asyncio.ensure_future(_show_unsolicited(client, key, console))
+        await _show_unread(client, key, console)
         try:
             while True:
                 try:
@@ -154,14 +159,58 @@ async def _chat(home: Path, key: str) -> int:
     return 0
 
 
+async def _piped(home: Path, key: str) -> int:
+    """Lines from a pipe: send each, print each reply once (errors on stderr)."""
+    code = 0
+    async with ControlClient(home) as client:
+        await client.status()  # fail fast (exit 2) when no gateway is running
+        number = 0
+        while raw := await asyncio.to_thread(sys.stdin.buffer.readline):
+            number += 1
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                bad = raw[exc.start : exc.start + 1].hex()
+                print(f"line {number} is not valid UTF-8 (byte 0x{bad})", file=sys.stderr)
+                return EXIT_USAGE
+            if text in ("/quit", "/exit"):
+                break
+            if not text:
+                continue
+            outcome = await converse(client, key, text, stream=False, wait=None)
+            reply = outcome.reply
+            if reply is not None and reply["kind"] == "reply":
+                print(reply["text"], flush=True)
+                continue
+            message = no_reply_text(outcome, key, None) if reply is None else reply["text"]
+            print(message, file=sys.stderr, flush=True)
+            code = EXIT_FAILED
+    return code
+
+
+async def _show_unread(client: ControlClient, key: str, console: Console) -> None:
+    """Print the replies that arrived while nobody watched, then mark them read."""
+    try:
+        detail = await client.session(key)
+    except ControlError as exc:
+        if exc.status == 404:
+            return  # a new session: nothing arrived yet
+        raise
+    unread = [u for u in detail.get("unread") or [] if isinstance(u, dict)]
+    if not unread:
+        return
+    console.print(f"[dim]while you were away ({len(unread)}):[/dim]")
+    for item in unread:
+        console.print(Markdown(str(item.get("text", ""))))
+    await client.mark_read(key, upto=max(int(u["id"]) for u in unread))
+
+
 async def _show_unsolicited(client: ControlClient, key: str, console: Console) -> None:
     """Print replies of this session that arrive on their own (schedules, check-ins)."""
     try:
         async for item in client.watch(key):
-            if item.get("type") != "reply":
-                continue
-            text = str(item.get("text", ""))
-            style = None if item.get("kind") == "reply" else "red"
+            text = item.text
+            style = None if item.kind == "reply" else "red"
 
             def show(text: str = text, style: str | None = style) -> None:
                 console.print("[dim]⏰ scheduled[/dim]")
@@ -179,9 +228,14 @@ def chat(session: SessionOption = "default", home: HomeOption = None) -> None:
     Enter sends the message; Esc then Enter (or Alt+Enter) inserts a newline for
     multi-line input. Ctrl-C while a reply streams stops it (it sends "/stop").
     Ctrl-D or "/quit" leaves. Input history is kept in <home>/run/chat_history.
+
+    When stdin is not a terminal, each line read is one message and each reply is
+    printed once as plain text (no prompt, no Markdown); the exit status is 1 if any
+    message got an error or no reply, 64 for a line that is not UTF-8.
     """
     home_dir = resolve_home(home)
+    talk = _chat(home_dir, session) if sys.stdin.isatty() else _piped(home_dir, session)
     try:
-        raise typer.Exit(run_control(home_dir, _chat(home_dir, session)))
+        raise typer.Exit(run_control(home_dir, talk))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -15,13 +14,22 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from core.session_keys import cli_key, session_key_for
 from gateway.config import default_home
-from gateway.control_client import ControlClient, ControlError, DaemonUnavailable
+from gateway.control.client import (
+    ControlClient,
+    ControlError,
+    DaemonUnavailable,
+    RequestTooLarge,
+)
+from gateway.control.protocol import MAX_BODY_BYTES, text_problem
+from gateway.http_errors import size_text
 from gateway.service import ServiceManager
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_NO_DAEMON",
+    "EXIT_USAGE",
     "CliDeps",
     "HomeOption",
     "JsonOption",
@@ -33,15 +41,18 @@ __all__ = [
     "query",
     "resolve_home",
     "run_control",
+    "session_key_option",
     "stdout_console",
+    "text_argument",
+    "text_from_stdin",
 ]
 
 T = TypeVar("T")
 
 EXIT_FAILED = 1
 EXIT_NO_DAEMON = 2
-
-_SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+EXIT_USAGE = 64
+"""sysexits.h EX_USAGE: a bad option or argument (click's own 2 would read as "no daemon")."""
 
 
 @dataclass(kw_only=True)
@@ -56,12 +67,18 @@ class CliDeps:
 
 
 def _session_key(name: str) -> str:
-    if not _SESSION_NAME.fullmatch(name):
-        raise typer.BadParameter(
-            f"{name!r} is not a session name: use 1-64 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return f"cli:{name}"
+    try:
+        return cli_key(name)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def session_key_option(value: str) -> str:
+    """Typer callback: a session KEY, where a bare NAME means ``cli:NAME``."""
+    try:
+        return session_key_for(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 HomeOption = Annotated[
@@ -83,6 +100,42 @@ SessionOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def text_argument(value: str) -> str:
+    """Typer callback: text to send must be UTF-8 and within the control socket's limit.
+
+    ``-`` is left as it is (the command reads stdin with `text_from_stdin`).
+    """
+    if (problem := text_problem(value)) is not None:
+        raise typer.BadParameter(problem)
+    size = len(value.encode())
+    if size > MAX_BODY_BYTES:
+        raise typer.BadParameter(_too_long(f"{size:,} bytes"))
+    return value
+
+
+def text_from_stdin() -> str:
+    """All of stdin as UTF-8 text, refused (usage error) when it is not text or too long."""
+    data = sys.stdin.buffer.read(MAX_BODY_BYTES + 1)
+    if len(data) > MAX_BODY_BYTES:
+        raise typer.BadParameter(
+            _too_long(f"more than {MAX_BODY_BYTES:,} bytes on stdin"), param_hint="TEXT"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start : exc.start + 1].hex()
+        raise typer.BadParameter(
+            f"stdin is not valid UTF-8 (byte 0x{bad} at offset {exc.start})", param_hint="TEXT"
+        ) from None
+
+
+def _too_long(what: str) -> str:
+    return (
+        f"the text is over the gateway's limit of {size_text(MAX_BODY_BYTES)} ({what}); "
+        "send a shorter text, or put it in a workspace file and ask about that file"
+    )
 
 
 def resolve_home(home: Path | None) -> Path:
@@ -117,6 +170,8 @@ def run_control(home: Path, coro: Coroutine[Any, Any, T]) -> T:
         # One line on stderr, no console styling: scripts grep for it.
         print(no_daemon_hint(home), file=sys.stderr)
         raise typer.Exit(EXIT_NO_DAEMON) from None
+    except RequestTooLarge as exc:
+        raise fail(str(exc), EXIT_USAGE) from None
     except ControlError as exc:
         raise fail(str(exc)) from None
 

@@ -4,42 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import typer
-from pydantic import BaseModel, SecretStr
 
 from core.errors import ConfigError
 from gateway.commands.common import HomeOption, JsonOption, fail, print_json, resolve_home
 from gateway.config import CONFIG_FILE, load_config
+from gateway.masking import masked_config
 
 __all__ = ["config_app"]
 
-MASK = "**********"
-
-_SECRET_KEY = re.compile(r"(secret|token|password|api_key|apikey)", re.IGNORECASE)
-
 config_app = typer.Typer(no_args_is_help=True, help="Inspect the configuration.")
-
-
-def _masked(value: Any, key: str = "") -> Any:
-    """A JSON-able copy of a config value with every secret replaced by the mask."""
-    if isinstance(value, SecretStr):
-        return MASK
-    if isinstance(value, BaseModel):
-        return {name: _masked(getattr(value, name), name) for name in type(value).model_fields}
-    if isinstance(value, dict):
-        return {str(k): _masked(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_masked(v, key) for v in value]
-    if isinstance(value, str) and value and _SECRET_KEY.search(key):
-        return MASK  # a secret typed as a plain string still never gets printed
-    if isinstance(value, Path):
-        return str(value)
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return str(value)
 
 
 def _toml_value(value: Any) -> str:
@@ -86,7 +62,7 @@ def config_show(as_json: JsonOption = False, home: HomeOption = None) -> None:
         config = load_config(home_dir)
     except ConfigError as exc:
         raise fail(str(exc)) from None
-    masked = _masked(config)
+    masked = masked_config(config)
     if as_json:
         print_json(masked)
         return

@@ -1,13 +1,13 @@
-"""``familiar doctor``: check config, home, workspace, provider, gateway and channels."""
+"""``familiar doctor``: check config, home, workspace, store, provider, gateway, channels."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import typer
@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from core.errors import ConfigError
 from core.providers.config import ProviderConfig
+from core.tools.sandbox import choose_sandbox
 from gateway.commands.common import (
     EXIT_FAILED,
     HomeOption,
@@ -23,9 +24,10 @@ from gateway.commands.common import (
     resolve_home,
     stdout_console,
 )
+from gateway.commands.doctor_store import store_checks
 from gateway.config import CONFIG_FILE, FamiliarConfig, load_config
-from gateway.control_client import ControlClient, ControlError, DaemonUnavailable
-from gateway.plugins import CHANNELS_GROUP, load_channels
+from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
+from gateway.plugins import ChannelPlugins, build_channels, discover_channels
 from gateway.provider_detect import detect_provider
 
 __all__ = ["doctor"]
@@ -36,6 +38,8 @@ class _Check:
     name: str
     ok: bool
     reason: str
+    warn: bool = False
+    """Passed, but loudly: printed with ``!``; does not change the exit code."""
 
 
 def _check_home(home: Path) -> _Check:
@@ -47,6 +51,11 @@ def _check_home(home: Path) -> _Check:
     except OSError as exc:
         return _Check("home writable", False, f"cannot write in {home}: {exc.strerror}")
     return _Check("home writable", True, str(home))
+
+
+def _check_http(config: FamiliarConfig | None) -> list[_Check]:
+    exposed = config.http.exposure() if config is not None else None
+    return [] if exposed is None else [_Check("http on loopback", True, exposed, warn=True)]
 
 
 def _check_workspace(home: Path, config: FamiliarConfig | None) -> _Check:
@@ -107,31 +116,84 @@ async def _probe_provider(name: str, provider: ProviderConfig, source: str) -> _
     return _Check(name, True, f"{label} answers (HTTP {code}), model {provider.effective_model}")
 
 
-async def _check_daemon(home: Path) -> _Check:
+async def _check_sandbox(config: FamiliarConfig | None) -> _Check:
+    """Which sandbox ``exec`` commands would run in, probed from this shell."""
+    name = "exec sandbox"
+    if config is None:
+        return _Check(name, False, "skipped: the config is invalid")
+    exec_config = config.tools.exec
+    if not exec_config.enabled:
+        return _Check(name, True, "exec is disabled (tools.exec.enabled = false)")
+    choice = await choose_sandbox(exec_config)
+    return _sandbox_verdict(name, choice.as_json(), network=exec_config.network)
+
+
+def _sandbox_verdict(label: str, choice: dict[str, Any], *, network: bool) -> _Check:
+    """One check from a sandbox choice (ours, or the one the running gateway reports)."""
+    if choice.get("name") is None:
+        return _Check(label, False, str(choice.get("problem") or "unavailable"))
+    if choice["name"] == "none":
+        why = (
+            'tools.exec.sandbox = "none"'
+            if choice.get("mode") == "none"
+            else f"{choice.get('problem')}; install bubblewrap or allow user namespaces"
+        )
+        return _Check(
+            label,
+            True,
+            "WARNING: none: exec commands run unconfined and can read every file this "
+            f"user can ($FAMILIAR_HOME/config.toml, familiar.db) ({why})",
+            warn=True,
+        )
+    return _Check(label, True, f"bwrap (bubblewrap), network {'on' if network else 'off'}")
+
+
+async def _check_daemon(home: Path) -> list[_Check]:
+    """The gateway answers, and each of its channels runs."""
     name = "daemon socket answers"
     try:
         async with ControlClient(home, connect_timeout=3.0) as client:
             result = await asyncio.wait_for(client.status(), 5.0)
     except DaemonUnavailable:
-        return _Check(name, False, no_daemon_hint(home))
+        return [_Check(name, False, no_daemon_hint(home))]
     except (ControlError, TimeoutError) as exc:
-        return _Check(name, False, f"the gateway did not answer properly: {exc or 'timeout'}")
-    return _Check(name, True, f"pid {result.get('pid')}, up {duration(result.get('uptime_s'))}")
+        return [_Check(name, False, f"the gateway did not answer properly: {exc or 'timeout'}")]
+    up = f"pid {result.get('pid')}, up {duration(result.get('uptime_s'))}"
+    checks = [_Check(name, True, up)] + [_running(c) for c in result.get("channels") or []]
+    sandbox = result.get("exec_sandbox")
+    if isinstance(sandbox, dict):
+        # What the gateway itself found, e.g. under a systemd unit that forbids namespaces.
+        network = bool(sandbox.get("network", True))
+        checks.append(_sandbox_verdict("exec sandbox in the gateway", sandbox, network=network))
+    return checks
 
 
-def _check_channels(config: FamiliarConfig | None) -> list[_Check]:
-    """Each enabled plugin channel is installed and accepts its table (credentials too)."""
+def _running(channel: dict[str, Any]) -> _Check:
+    label = f"channel {channel.get('name')} running"
+    state = str(channel.get("state"))
+    if state == "running":
+        return _Check(label, True, f"running ({channel.get('restarts', 0)} restarts)")
+    reason = state + (f": {channel['error']}" if channel.get("error") else "")
+    if channel.get("retry_in") is not None:
+        reason += f" (next attempt in {channel['retry_in']}s)"
+    return _Check(label, False, reason)
+
+
+def _check_channels(config: FamiliarConfig | None, plugins: ChannelPlugins) -> list[_Check]:
+    """Installed plugins load; each enabled channel accepts its table (credentials too)."""
+    checks = [
+        _Check(f"channel plugin {name} loads", False, reason)
+        for name, reason in plugins.broken.items()
+    ]
     if config is None:
-        return []
-    entry_points = list(importlib.metadata.entry_points(group=CHANNELS_GROUP))
-    checks = []
-    for name, table in config.channels.items():
-        if name == "cli" or not isinstance(table, dict) or table.get("enabled") is not True:
+        return checks
+    for name, table in config.channels.enabled().items():
+        if name == "cli":
             continue
         label = f"channel {name} credentials"
         try:
-            # Builds the channel (it validates its config) without starting it.
-            load_channels({name: table}, entry_points)
+            # Builds the channel (its plugin checks its config) without starting it.
+            build_channels({name: table}, plugins)
         except ConfigError as exc:
             checks.append(_Check(label, False, str(exc)))
         else:
@@ -139,30 +201,48 @@ def _check_channels(config: FamiliarConfig | None) -> list[_Check]:
     return checks
 
 
+def _channel_config_error(exc: ConfigError) -> list[_Check]:
+    """The channel a config error is about, as that channel's own check."""
+    parts = (exc.key or "").split(".")
+    if len(parts) < 2 or parts[0] != "channels":
+        return []
+    prefix = f"channels.{parts[1]}"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip().startswith(prefix)]
+    return [_Check(f"channel {parts[1]} credentials", False, "; ".join(lines) or str(exc))]
+
+
 async def _doctor(home: Path) -> list[_Check]:
     config: FamiliarConfig | None = None
+    plugins = discover_channels()
     try:
-        config = load_config(home)
+        config = load_config(home, channel_plugins=plugins)
         source = home / CONFIG_FILE
         where = str(source) if source.is_file() else f"defaults ({source} not found)"
         checks = [_Check("config valid", True, where)]
     except ConfigError as exc:
-        checks = [_Check("config valid", False, str(exc))]
-    checks += [_check_home(home), _check_workspace(home, config)]
-    checks += await asyncio.gather(_check_provider(config), _check_daemon(home))
-    return checks + _check_channels(config)
+        checks = [_Check("config valid", False, str(exc)), *_channel_config_error(exc)]
+    checks += [_check_home(home), _check_workspace(home, config), *_check_http(config)]
+    checks += [_Check(*check) for check in await store_checks(home, config)]
+    provider, sandbox, daemon = await asyncio.gather(
+        _check_provider(config), _check_sandbox(config), _check_daemon(home)
+    )
+    return [*checks, provider, sandbox, *_check_channels(config, plugins), *daemon]
 
 
 def doctor(home: HomeOption = None) -> None:
-    """Check the setup: config, home, workspace, provider, gateway and channel credentials.
+    """Check the setup: config, home, workspace, provider, channels and the gateway.
 
-    Exits non-zero when any check failed.
+    Exits non-zero when any check failed. Warnings (``!``, e.g. ``exec`` without a
+    sandbox) do not change the exit code.
     """
     home_dir = resolve_home(home)
     checks = asyncio.run(_doctor(home_dir))
     console = stdout_console()
     for check in checks:
-        mark = "[green]✓[/green]" if check.ok else "[red]✗[/red]"
+        if check.warn:
+            mark = "[bold yellow]![/bold yellow]"
+        else:
+            mark = "[green]✓[/green]" if check.ok else "[red]✗[/red]"
         console.print(f"{mark} {escape(check.name)}: {escape(check.reason)}", soft_wrap=True)
     if not all(c.ok for c in checks):
         raise typer.Exit(EXIT_FAILED)

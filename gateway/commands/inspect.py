@@ -18,9 +18,10 @@ from gateway.commands.common import (
     print_json,
     query,
     resolve_home,
+    session_key_option,
     stdout_console,
 )
-from gateway.control_client import ControlClient, ControlError
+from gateway.control.client import ControlClient, ControlError
 
 __all__ = ["sessions_app", "status"]
 
@@ -49,20 +50,51 @@ def _status_table(status: dict[str, Any]) -> Table:
         ("uptime", duration(status.get("uptime_s"))),
         ("home", str(status.get("home"))),
         ("workspace", str(status.get("workspace"))),
-        ("store", str(status.get("store"))),
+        ("store", _store_text(status)),
         ("http", str(status.get("http") or "off")),
         ("provider", provider_text),
         ("sessions", f"{status.get('sessions')} ({status.get('busy_sessions')} busy)"),
         ("queue", f"{queue.get('pending', 0)} pending, {queue.get('claimed', 0)} claimed"),
+        ("exec sandbox", _sandbox_text(status.get("exec_sandbox"))),
     ]
     for name, value in rows:
         table.add_row(name, escape(value))
     channels = status.get("channels") or []
     for channel in channels:
-        state = str(channel.get("state"))
-        style = "green" if state in ("running", "started", "ok", "connected") else "yellow"
-        table.add_row(f"channel {escape(str(channel.get('name')))}", f"[{style}]{escape(state)}[/]")
+        table.add_row(f"channel {escape(str(channel.get('name')))}", _channel_state(channel))
     return table
+
+
+def _store_text(status: dict[str, Any]) -> str:
+    health = status.get("store_health")
+    if not isinstance(health, dict):
+        return str(status.get("store"))
+    verdict = "ok" if health.get("ok") else "FAILING"
+    return f"{status.get('store')}: {verdict} ({health.get('detail')})"
+
+
+def _sandbox_text(sandbox: Any) -> str:
+    if not isinstance(sandbox, dict):
+        return "exec disabled"
+    if sandbox.get("name") is None:
+        return f"UNAVAILABLE: {sandbox.get('problem')}"
+    if sandbox["name"] == "none":
+        why = f": {sandbox['problem']}" if sandbox.get("problem") else ""
+        return f"NONE (commands run unconfined){why}"
+    return f"bwrap, network {'on' if sandbox.get('network') else 'off'}"
+
+
+def _channel_state(channel: dict[str, Any]) -> str:
+    state = str(channel.get("state"))
+    style = {"running": "green", "failed": "red"}.get(state, "yellow")
+    text = f"[{style}]{escape(state)}[/]"
+    if channel.get("error"):
+        text += f": {escape(str(channel['error']))}"
+    if channel.get("retry_in") is not None:
+        text += f" (next attempt in {channel['retry_in']}s)"
+    if channel.get("restarts"):
+        text += f" [dim]{channel['restarts']} restarts[/]"
+    return text
 
 
 def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
@@ -106,7 +138,15 @@ def _print_session(detail: dict[str, Any], *, events: bool) -> None:
     for entry in detail.get("history") or []:
         role = str(entry.get("role"))
         style = {"user": "cyan", "assistant": "green"}.get(role, "dim")
-        console.print(f"[{style}]{escape(role)}[/]: {escape(str(entry.get('content') or ''))}")
+        mark = " [bold yellow]● unread[/]" if entry.get("unread") else ""
+        content = escape(str(entry.get("content") or ""))
+        console.print(f"[{style}]{escape(role)}[/]{mark}: {content}")
+    unread = detail.get("unread") or []
+    if unread:
+        console.print(
+            f"[yellow]{len(unread)} unread repl{'y' if len(unread) == 1 else 'ies'}[/] "
+            "(familiar chat --session shows and marks them read)"
+        )
     if not events:
         return
     table = Table(box=None, header_style="bold")
@@ -126,7 +166,13 @@ def _print_session(detail: dict[str, Any], *, events: bool) -> None:
 
 @sessions_app.command("show")
 def sessions_show(
-    key: Annotated[str, typer.Argument(help="The session key, e.g. cli:default.")],
+    key: Annotated[
+        str,
+        typer.Argument(
+            callback=session_key_option,
+            help="The session key, e.g. cli:default; a bare NAME means cli:NAME.",
+        ),
+    ],
     events: Annotated[bool, typer.Option("--events", help="Also print the event log.")] = False,
     as_json: JsonOption = False,
     home: HomeOption = None,

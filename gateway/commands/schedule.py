@@ -14,9 +14,11 @@ from gateway.commands.common import (
     print_json,
     query,
     resolve_home,
+    session_key_option,
     stdout_console,
+    text_argument,
 )
-from gateway.control_client import ControlClient
+from gateway.control.client import ControlClient
 
 __all__ = ["describe_schedule", "schedule_app"]
 
@@ -25,11 +27,6 @@ DEFAULT_SESSION = "cli:default"
 schedule_app = typer.Typer(
     no_args_is_help=True, help="Schedule prompts on the running gateway (list, add, cancel)."
 )
-
-
-def _target_session(value: str) -> str:
-    value = value.strip()
-    return value if ":" in value else f"cli:{value}"
 
 
 def describe_schedule(item: dict[str, Any]) -> str:
@@ -43,7 +40,12 @@ def describe_schedule(item: dict[str, Any]) -> str:
 
 @schedule_app.command("add")
 def add(
-    prompt: Annotated[str, typer.Argument(help="The plain message to run (not a slash command).")],
+    prompt: Annotated[
+        str,
+        typer.Argument(
+            callback=text_argument, help="The plain message to run (not a slash command)."
+        ),
+    ],
     every: Annotated[
         str | None, typer.Option("--every", metavar="D", help="Repeat every D (10s to 1d).")
     ] = None,
@@ -61,7 +63,13 @@ def add(
         str | None, typer.Option("--tz", metavar="TZ", help="IANA timezone for --at/--cron.")
     ] = None,
     session: Annotated[
-        str, typer.Option("--session", metavar="KEY", help="Session key (NAME means cli:NAME).")
+        str,
+        typer.Option(
+            "--session",
+            metavar="KEY",
+            callback=session_key_option,
+            help="Session key (NAME means cli:NAME).",
+        ),
     ] = DEFAULT_SESSION,
     as_json: JsonOption = False,
     home: HomeOption = None,
@@ -72,7 +80,7 @@ def add(
     ]
     if len(chosen) != 1:
         raise typer.BadParameter("give exactly one of --every, --after, --at or --cron")
-    (kind, spec), key = chosen[0], _target_session(session)
+    (kind, spec), key = chosen[0], session
     item = query(
         resolve_home(home),
         lambda client: client.add_schedule(

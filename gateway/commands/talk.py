@@ -19,10 +19,13 @@ from gateway.commands.common import (
     print_json,
     resolve_home,
     run_control,
+    text_argument,
+    text_from_stdin,
 )
-from gateway.control_client import ControlClient, ControlError
+from gateway.control.client import ControlClient, ControlError
+from gateway.control.protocol import Accepted, DeltaLine, ProgressLine, ReplyLine, TimeoutLine
 
-__all__ = ["Outcome", "converse", "send"]
+__all__ = ["Outcome", "converse", "no_reply_text", "send"]
 
 DEFAULT_SEND_TIMEOUT = 300.0
 
@@ -32,7 +35,7 @@ class Outcome:
     """What one POST /v1/messages produced."""
 
     message_id: str | None = None
-    final: dict[str, Any] | None = None
+    final: ReplyLine | TimeoutLine | None = None
     deltas: list[str] = field(default_factory=list)
 
     @property
@@ -41,12 +44,17 @@ class Outcome:
 
     @property
     def reply(self) -> dict[str, str] | None:
-        if self.final is None or self.final.get("type") != "reply":
+        if not isinstance(self.final, ReplyLine):
             return None
-        return {
-            "kind": str(self.final.get("kind", "reply")),
-            "text": str(self.final.get("text", "")),
-        }
+        return {"kind": self.final.kind, "text": self.final.text}
+
+    @property
+    def status(self) -> str:
+        """``done``, ``failed`` (an error reply) or ``timeout`` (no reply in time)."""
+        reply = self.reply
+        if reply is None:
+            return "timeout"
+        return "done" if reply["kind"] == "reply" else "failed"
 
     @property
     def exit_code(self) -> int:
@@ -79,31 +87,42 @@ async def converse(
     items = client.send(key, text, stream=stream, timeout=wait)
     async with contextlib.aclosing(items):
         async for item in items:
-            kind, piece = item.get("type"), str(item.get("text", ""))
-            if kind == "accepted":
-                outcome.message_id = str(item.get("message_id"))
-            elif kind == "delta":
-                outcome.deltas.append(piece)
+            if isinstance(item, Accepted):
+                outcome.message_id = item.message_id
+            elif isinstance(item, DeltaLine):
+                outcome.deltas.append(item.text)
                 if on_delta is not None:
-                    on_delta(piece)
-            elif kind == "progress" and on_progress is not None:
-                on_progress(piece)
-            elif kind in ("reply", "timeout"):
+                    on_delta(item.text)
+            elif isinstance(item, ProgressLine):
+                if on_progress is not None:
+                    on_progress(item.text)
+            else:
                 outcome.final = item
     return outcome
+
+
+def no_reply_text(outcome: Outcome, key: str, wait: float | None) -> str:
+    """What to say when the wait for a reply ended without one."""
+    see = f"see: familiar sessions show {key} --events"
+    if isinstance(outcome.final, TimeoutLine) and outcome.final.reason == "stopping":
+        return (
+            f"the gateway is stopping; message {outcome.message_id} stays queued and will "
+            f"be answered after it restarts ({see})"
+        )
+    return f"no reply within {wait or 0:g} s; message {outcome.message_id} stays queued ({see})"
 
 
 async def _message_events(client: ControlClient, key: str, message_id: str | None) -> list[Any]:
     if message_id is None:
         return []
     try:
-        detail = await client.session(key, events=True)
+        detail = await client.session(key, events=True, message_id=message_id)
     except ControlError as exc:
         if exc.status == 404:
             return []
         raise
     events = detail.get("events") or []
-    return [e for e in events if isinstance(e, dict) and e.get("message_id") == message_id]
+    return [e for e in events if isinstance(e, dict)]
 
 
 def _write_delta(piece: str) -> None:
@@ -121,7 +140,8 @@ async def _send(home: Path, key: str, text: str, *, wait: float | None, as_json:
                 {
                     "session": key,
                     "message_id": outcome.message_id,
-                    "reply": outcome.reply,
+                    "status": outcome.status,
+                    "reply": outcome.reply["text"] if outcome.reply else None,
                     "events": events,
                 }
             )
@@ -129,11 +149,7 @@ async def _send(home: Path, key: str, text: str, *, wait: float | None, as_json:
     reply = outcome.reply
     if reply is None:
         sys.stdout.write("\n" if outcome.deltas else "")
-        print(
-            f"no reply within {wait or 0:g} s; message {outcome.message_id} stays queued "
-            f"(see: familiar sessions show {key} --events)",
-            file=sys.stderr,
-        )
+        print(no_reply_text(outcome, key, wait), file=sys.stderr)
     elif reply["kind"] != "reply":
         sys.stdout.write("\n" if outcome.deltas else "")
         print(reply["text"], file=sys.stderr)
@@ -152,7 +168,12 @@ def _positive(value: float | None) -> float | None:
 
 
 def send(
-    text: Annotated[str, typer.Argument(help="The message; '-' reads it from stdin.")],
+    text: Annotated[
+        str,
+        typer.Argument(
+            callback=text_argument, help="The message (UTF-8, up to 1 MiB); '-' reads stdin."
+        ),
+    ],
     session: SessionOption = "default",
     timeout: Annotated[
         float | None,
@@ -165,12 +186,14 @@ def send(
 ) -> None:
     """Send TEXT through the running gateway and print the reply.
 
-    Exit status: 0 on a reply, 1 on an agent/provider error or a timeout, 2 when no
-    gateway is running.
+    Exit status: 0 on a reply; 1 on an agent/provider error, a timeout, or when the
+    gateway stops before replying (the message stays queued and is answered after a
+    restart); 2 when no gateway is running; 64 for a usage error (text that is not
+    UTF-8 or is over 1 MiB included).
     """
     home_dir = resolve_home(home)
     if text == "-":
-        text = sys.stdin.read()
+        text = text_from_stdin()
     if not text.strip():
         raise typer.BadParameter("the message is empty", param_hint="TEXT")
     raise typer.Exit(

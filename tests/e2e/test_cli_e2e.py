@@ -13,12 +13,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gateway.control_client import ControlClient, DaemonUnavailable, socket_path
+from gateway.control.client import ControlClient, DaemonUnavailable, socket_path
+from tests.waiting import eventually_sync
 
 pytestmark = pytest.mark.slow
 
@@ -166,9 +168,9 @@ def test_send_json_and_session_events(home: Path) -> None:
     result = familiar(home, "send", "--session", "e2e", "--json", "json please")
     assert result.returncode == 0, _explain(result, home)
     out = json.loads(result.stdout)
-    assert set(out) == {"session", "message_id", "reply", "events"}
+    assert set(out) == {"session", "message_id", "status", "reply", "events"}
     assert out["session"] == "cli:e2e"
-    assert out["reply"] == {"kind": "reply", "text": "echo: json please"}
+    assert (out["status"], out["reply"]) == ("done", "echo: json please")
     types = [e["type"] for e in out["events"]]
     assert types[0] == "user.message"
     assert types[-1] == "session.idle"
@@ -279,25 +281,24 @@ def test_socket_is_private(home: Path) -> None:
     assert socket_path(home).stat().st_mode & 0o777 == 0o600
 
 
-def _wait_busy(home: Path) -> None:
-    async def busy() -> int:
-        async with ControlClient(home) as client:
-            return int((await client.status())["busy_sessions"])
+def _wait_llm_call(fake_openai: str, text: str) -> None:
+    """Wait until the fake OpenAI server received a request whose last user text is ``text``."""
+    url = fake_openai.removesuffix("/v1") + "/_fake/requests"
 
-    deadline = time.monotonic() + RUN_TIMEOUT
-    while asyncio.run(busy()) < 1:
-        assert time.monotonic() < deadline, "the turn never started"
-        time.sleep(0.1)
-    time.sleep(0.5)  # let the claimed turn reach the provider call
+    def arrived() -> bool:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return text in json.load(response)["user_texts"]
+
+    eventually_sync(arrived, timeout=RUN_TIMEOUT, what=f"the LLM call for {text!r}")
 
 
-def test_chat_ctrl_c_stops_the_reply(home: Path) -> None:
+def test_chat_ctrl_c_stops_the_reply(home: Path, fake_openai: str) -> None:
     term = Pty([*_familiar_argv(), "chat", "--session", "stopper", "--home", str(home)])
     with _daemon_log_on_failure(home), contextlib.closing(term):
         at = term.read_until(b"you>")
         term.write(b"!sleep 60\r")
         at = term.read_until("…".encode(), start=at)  # the reply is being waited for
-        _wait_busy(home)  # a user presses Ctrl-C on a turn that runs
+        _wait_llm_call(fake_openai, "!sleep 60")  # Ctrl-C on a turn inside the LLM call
         term.proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground job
         at = term.read_until(b"Stopping the running turn.", start=at)
         term.read_until(b"you>", start=at)
@@ -312,3 +313,4 @@ def test_chat_ctrl_c_stops_the_reply(home: Path) -> None:
         time.sleep(0.5)
     assert "session.error" in types
     assert types.count("session.idle") == 2
+    assert "assistant.turn_start" in types  # it was stopped inside the LLM call

@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.fake_embeddings import embeddings_route
 from tests.fakes.loopback import LoopbackServer
 
 __all__ = [
@@ -27,15 +28,20 @@ __all__ = [
     "Status",
     "Text",
     "ToolCalls",
+    "ToolThenText",
+    "prose",
     "rule_reply",
 ]
 
 
 @dataclass(frozen=True)
 class Text:
-    """Answer with this text."""
+    """Answer with this text (streamed in pieces of ``chunk_chars`` characters, each
+    ``chunk_delay`` seconds after the one before)."""
 
     text: str
+    chunk_chars: int = 4
+    chunk_delay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,69 @@ def rule_reply(*, user_text: str, tool_result: str | None) -> Entry:
     return echo
 
 
+_PROSE = (
+    "The notes say the deploy window moves to Thursday, the backup job now runs at 02:00, "
+    "and the staging database was upgraded last week without trouble. Nothing in them "
+    "needs action today, but the certificate on the mail relay expires next month, so a "
+    "reminder would help. "
+)
+
+
+def prose(chars: int) -> str:
+    """Deterministic English-looking text of exactly ``chars`` characters."""
+    return (_PROSE * (chars // len(_PROSE) + 1))[:chars]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolThenText:
+    """A scripted shape for every message: first a tool call, then a long streamed answer.
+
+    A request whose last message is not a tool result is answered with one call of
+    ``tool(arguments)``; a request that carries the tool result is answered with
+    ``reply_chars`` characters of :func:`prose`, streamed ``chunk_chars`` at a time. So
+    each user message costs exactly two LLM calls. If ``expect_in_result`` is set, the
+    request log records whether the tool result contained it (the tool really ran).
+    """
+
+    tool: str = "read_file"
+    arguments: dict[str, Any] = field(default_factory=lambda: {"path": "notes/bench.md"})
+    reply_chars: int = 1200
+    chunk_chars: int = 20
+    expect_in_result: str | None = None
+
+    def answer(self, messages: list[dict[str, Any]]) -> Entry:
+        last = messages[-1] if messages else {}
+        if last.get("role") == "tool":
+            return Text(prose(self.reply_chars), chunk_chars=self.chunk_chars)
+        return ToolCalls(((self.tool, dict(self.arguments)),))
+
+
+_SESSION_LINE = re.compile(r"^- Session: (\S+)$", re.MULTILINE)
+
+
+def _log_entry(body: dict[str, Any], entry: Entry, expect: str | None) -> dict[str, Any]:
+    """One compact line of the request log: which session, what was answered."""
+    messages = body.get("messages") or []
+    system: dict[str, Any] = next((m for m in messages if m.get("role") == "system"), {})
+    found = _SESSION_LINE.search(_text_of(system.get("content")))
+    last = messages[-1] if messages else {}
+    tool_result = _text_of(last.get("content")) if last.get("role") == "tool" else None
+    while isinstance(entry, Delay):
+        entry = entry.then
+    answer = {Text: "text", ToolCalls: "tool_calls", Status: "error", Stall: "stall"}
+    users = [m for m in messages if m.get("role") == "user"]
+    return {
+        "user_text": _text_of(users[-1].get("content"))[:200] if users else "",
+        "t": time.monotonic(),
+        "session": found.group(1) if found else None,
+        "messages": len(messages),
+        "chars": sum(len(_text_of(m.get("content"))) for m in messages),
+        "tool_result": tool_result is not None,
+        "tool_result_ok": tool_result is not None and (expect is None or expect in tool_result),
+        "answer": answer[type(entry)],
+    }
+
+
 def _text_of(content: Any) -> str:
     if isinstance(content, list):
         return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
@@ -131,14 +200,26 @@ class FakeOpenAI(LoopbackServer):
         latency: seconds to wait before the first byte of every answer.
         api_key: if set, requests without ``Authorization: Bearer <api_key>`` get 401
             (whose message quotes the key it received, as a careless server would).
+        scenario: when set, answers that nothing is scripted for follow it instead of
+            :func:`rule_reply` (see :class:`ToolThenText`).
+        keep_bodies: keep every request's body and headers in ``requests`` /
+            ``headers`` (a long benchmark turns this off; ``log`` is always kept).
         requests: JSON bodies received on ``/chat/completions``, in order.
         headers: the headers of those requests.
         hits: ``time.monotonic()`` of each such request.
+        log: one compact entry per request (session key from the system prompt,
+            message count, whether a tool result came back, what was answered); served
+            as JSON on ``GET /_fake/log`` and summed up on ``GET /_fake/stats``.
     """
 
     latency: float = 0.0
     api_key: str | None = None
     model: str = "fake-model"
+    scenario: ToolThenText | None = None
+    keep_bodies: bool = True
+    embeddings_down: list[bool] = field(default_factory=lambda: [False])
+    """``embeddings_down[0] = True``: ``/v1/embeddings`` answers 503."""
+    log: list[dict[str, Any]] = field(default_factory=list, init=False)
     _queue: deque[Entry] = field(default_factory=deque, init=False)
 
     @property
@@ -153,6 +234,37 @@ class FakeOpenAI(LoopbackServer):
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/embeddings", embeddings_route(self.embeddings_down))
+        app.router.add_get("/_fake/requests", self._received)
+        app.router.add_get("/_fake/log", self._log)
+        app.router.add_get("/_fake/stats", self._stats)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts over the request log: requests, answers by kind, tool results seen."""
+        answers: dict[str, int] = {}
+        for entry in self.log:
+            answers[entry["answer"]] = answers.get(entry["answer"], 0) + 1
+        return {
+            "requests": len(self.log),
+            "answers": answers,
+            "tool_results": sum(e["tool_result"] for e in self.log),
+            "tool_results_ok": sum(e["tool_result_ok"] for e in self.log),
+            "sessions": len({e["session"] for e in self.log}),
+            "latency_ms": self.latency * 1000,
+        }
+
+    async def _log(self, request: web.Request) -> web.Response:
+        """``GET /_fake/log?since=N``: the request log from entry N on."""
+        since = int(request.query.get("since", "0"))
+        return web.json_response({"total": len(self.log), "log": self.log[since:]})
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats())
+
+    async def _received(self, request: web.Request) -> web.Response:
+        """For tests that run the fake as a process: the last user text of each request
+        (its first 200 characters)."""
+        return web.json_response({"user_texts": [e["user_text"] for e in self.log]})
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response(
@@ -162,6 +274,8 @@ class FakeOpenAI(LoopbackServer):
     def _next_entry(self, body: dict[str, Any]) -> Entry:
         if self._queue:
             return self._queue.popleft()
+        if self.scenario is not None:
+            return self.scenario.answer(body.get("messages") or [])
         messages = body.get("messages") or [{}]
         last = messages[-1]
         if last.get("role") == "tool":
@@ -173,15 +287,21 @@ class FakeOpenAI(LoopbackServer):
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         self.hits.append(time.monotonic())
-        self.headers.append(dict(request.headers))
+        if self.keep_bodies:
+            self.headers.append(dict(request.headers))
         body = await request.json()
-        self.requests.append(body)
+        if self.keep_bodies:
+            self.requests.append(body)
         await self._pause(self.latency)
         if self.api_key is not None:
             sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
             if sent != self.api_key:
-                return _error(Status(401, message=f"Incorrect API key provided: {sent}"))
+                refused = Status(401, message=f"Incorrect API key provided: {sent}")
+                self.log.append(_log_entry(body, refused, None))
+                return _error(refused)
         entry = self._next_entry(body)
+        expect = self.scenario.expect_in_result if self.scenario else None
+        self.log.append(_log_entry(body, entry, expect))
         while isinstance(entry, Delay):
             await self._pause(entry.seconds)
             entry = entry.then
@@ -198,17 +318,20 @@ class FakeOpenAI(LoopbackServer):
         self, request: web.Request, entry: Text | ToolCalls | Stall, body: dict[str, Any]
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
         chunker = _Chunker(self.model)
         try:
+            await response.prepare(request)  # the client may be gone already (killed)
             await response.write(chunker.chunk({"role": "assistant", "content": ""}))
             if isinstance(entry, Stall):
                 for piece in _pieces(entry.partial):
                     await response.write(chunker.chunk({"content": piece}))
                 await self._pause(3600)
                 return response
+            delay = entry.chunk_delay if isinstance(entry, Text) else 0.0
             for delta in _deltas(entry):
                 await response.write(chunker.chunk(delta))
+                if delay:
+                    await self._pause(delay)
             finish = "tool_calls" if isinstance(entry, ToolCalls) else "stop"
             await response.write(chunker.chunk({}, finish_reason=finish))
             if (body.get("stream_options") or {}).get("include_usage"):
@@ -223,7 +346,7 @@ class FakeOpenAI(LoopbackServer):
 def _deltas(entry: Text | ToolCalls) -> list[dict[str, Any]]:
     """OpenAI-style deltas: text in small pieces; tool calls with split arguments."""
     if isinstance(entry, Text):
-        return [{"content": piece} for piece in _pieces(entry.text)]
+        return [{"content": piece} for piece in _pieces(entry.text, entry.chunk_chars)]
     deltas: list[dict[str, Any]] = []
     for index, (name, args) in enumerate(entry.calls):
         head = {
@@ -295,8 +418,9 @@ def _error(status: Status) -> web.Response:
     return web.json_response(body, status=status.status, headers=headers)
 
 
-async def _serve(port: int, latency: float) -> None:
-    fake = FakeOpenAI(latency=latency, port=port)
+async def _serve(port: int, latency: float, scenario: ToolThenText | None) -> None:
+    # A process serves many requests: keep the compact log, not every body.
+    fake = FakeOpenAI(latency=latency, port=port, scenario=scenario, keep_bodies=False)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -307,12 +431,31 @@ async def _serve(port: int, latency: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the fake as a process: prints ``PORT <n>`` once listening, serves until killed."""
+    """Run the fake as a process: prints ``PORT <n>`` once listening, serves until killed.
+
+    ``--tool-then-text`` answers every message with a tool call and then a long streamed
+    text (:class:`ToolThenText`); without it the :func:`rule_reply` rules apply.
+    """
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="before every answer")
+    parser.add_argument("--tool-then-text", action="store_true")
+    parser.add_argument("--tool", default="read_file")
+    parser.add_argument("--tool-args", default='{"path": "notes/bench.md"}', help="JSON")
+    parser.add_argument("--reply-chars", type=int, default=1200)
+    parser.add_argument("--chunk-chars", type=int, default=20)
+    parser.add_argument("--expect-in-result", default=None)
     args = parser.parse_args(argv)
-    asyncio.run(_serve(args.port, args.latency_ms / 1000))
+    scenario = None
+    if args.tool_then_text:
+        scenario = ToolThenText(
+            tool=args.tool,
+            arguments=json.loads(args.tool_args),
+            reply_chars=args.reply_chars,
+            chunk_chars=args.chunk_chars,
+            expect_in_result=args.expect_in_result,
+        )
+    asyncio.run(_serve(args.port, args.latency_ms / 1000, scenario))
     sys.exit(0)
 
 

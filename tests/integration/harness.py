@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -13,7 +13,8 @@ from core.agent.config import AgentConfig
 from core.app import CoreApp, build_core
 from core.messages import Delivery, InboundMessage, OutboundMessage, utcnow
 from core.providers.base import Provider
-from core.scheduler import SchedulerConfig
+from core.scheduling import SchedulerConfig
+from core.tools.base import Tool
 from core.tools.config import ToolsConfig
 
 
@@ -60,8 +61,10 @@ async def running_core(
     tools: ToolsConfig | None = None,
     scheduler: SchedulerConfig | None = None,
     schedule_clock: Callable[[], datetime] = utcnow,
+    extra_tools: Sequence[Tool] = (),
 ) -> AsyncIterator[tuple[CoreApp, Replies]]:
     app = await build_core(
+        extra_tools=extra_tools,
         store_url=store_url,
         workspace=workspace,
         agent=agent or AgentConfig(),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from core.bus.sql import SqlBus
-from core.messages import Delivery, InboundMessage, OutboundMessage, reply_id_for
+from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.store.engine import Store
 
 
@@ -56,13 +58,7 @@ async def test_expired_lease_is_reclaimed_before_later_messages(store: Store) ->
     clock.now += 11
     (again,) = await bus.claim(owner="alive", limit=5, lease_seconds=10)
     assert again.message.id == m1.id and again.attempt == 2
-    stale = OutboundMessage(
-        id=reply_id_for(m1.id),
-        inbound_id=m1.id,
-        session_key="cli:a",
-        delivery=m1.delivery,
-        text="old",
-    )
+    stale = OutboundMessage.answering(m1, "old")
     # The attempt that lost its lease can neither finish the message nor answer it.
     assert not await bus.settle(m1.id, owner="dead", reply=stale)
     assert await bus.due_outbound("cli", limit=10) == []
@@ -99,13 +95,7 @@ async def test_reply_is_stored_once_per_inbound(store: Store) -> None:
     m1 = msg("cli:a", "1")
     await bus.publish_inbound(m1)
     await bus.claim(owner="w", limit=5, lease_seconds=30)
-    reply = OutboundMessage(
-        id=reply_id_for(m1.id),
-        inbound_id=m1.id,
-        session_key="cli:a",
-        delivery=m1.delivery,
-        text="x",
-    )
+    reply = OutboundMessage.answering(m1, "x")
     await bus.settle(m1.id, owner="w", reply=reply)
     await bus.settle(m1.id, owner="w", reply=reply.model_copy(update={"text": "second"}))
     due = await bus.due_outbound("cli", limit=10)
@@ -124,3 +114,40 @@ async def test_control_message_overtakes_a_busy_session(store: Store) -> None:
     await bus.publish_inbound(stop)
     claims = await bus.claim(owner="w", limit=5, lease_seconds=30)
     assert [c.message.text for c in claims] == ["/stop"]
+
+
+async def test_wait_reply_is_woken_by_a_settle_in_this_process(store: Store) -> None:
+    bus = SqlBus(store=store)
+    bus.reply_poll_interval = 60.0  # only the in-process wake-up can end the wait in time
+    m = msg("cli:w", "ping")
+    await bus.publish_inbound(m)
+    waiting = asyncio.ensure_future(bus.wait_reply(m.id, timeout=30))
+    await asyncio.sleep(0)
+    (claim,) = await bus.claim(owner="w", limit=1, lease_seconds=30)
+    assert await bus.settle(claim.message.id, owner="w", reply=OutboundMessage.answering(m, "pong"))
+    got = await asyncio.wait_for(waiting, 5)
+    assert got is not None and got.text == "pong"
+
+
+async def test_wait_reply_sees_a_reply_settled_by_another_process(store: Store) -> None:
+    waiter, worker = SqlBus(store=store), SqlBus(store=store)  # no shared signals
+    waiter.reply_poll_interval = 0.05
+    m = msg("cli:x", "ping")
+    await worker.publish_inbound(m)
+    waiting = asyncio.ensure_future(waiter.wait_reply(m.id, timeout=30))
+    (claim,) = await worker.claim(owner="w", limit=1, lease_seconds=30)
+    await worker.settle(claim.message.id, owner="w", reply=OutboundMessage.answering(m, "pong"))
+    got = await asyncio.wait_for(waiting, 10)
+    assert got is not None and got.text == "pong"
+    # Already answered: returned at once, however long the poll interval.
+    waiter.reply_poll_interval = 60.0
+    again = await asyncio.wait_for(waiter.wait_reply(m.id, timeout=30), 5)
+    assert again == got
+
+
+async def test_wait_reply_times_out_with_none(store: Store) -> None:
+    bus = SqlBus(store=store)
+    m = msg("cli:t", "ping")
+    await bus.publish_inbound(m)
+    assert await bus.wait_reply(m.id, timeout=0.05) is None
+    assert await bus.wait_reply("no-such-message", timeout=0.05) is None

@@ -12,10 +12,11 @@ import pytest
 from sqlmodel import select
 
 from core.bus.sql import SqlBus
+from core.bus.tables import InboundRow, OutboundRow
 from core.store.engine import Store
-from core.store.models import InboundRow, OutboundRow
 from tests.fakes.fake_openai import FakeOpenAI
 from tests.integration.harness import inbound
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,12 +39,6 @@ async def _spawn(store_url: str, ws: Path, base_url: str) -> asyncio.subprocess.
     return proc
 
 
-async def _wait_until(pred, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
-    async with asyncio.timeout(timeout):
-        while not await pred():
-            await asyncio.sleep(0.05)
-
-
 async def test_sigkill_mid_turn_then_restart(store_url: str, tmp_path: Path) -> None:
     store = Store(url=store_url)
     await store.open()
@@ -59,7 +54,7 @@ async def test_sigkill_mid_turn_then_restart(store_url: str, tmp_path: Path) -> 
         async def slow_in_flight() -> bool:
             return any("!sleep" in str(r["messages"][-1]) for r in fake.requests)
 
-        await _wait_until(slow_in_flight)
+        await eventually(slow_in_flight, timeout=60, what="the slow turn calls the LLM")
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
 
@@ -76,7 +71,7 @@ async def test_sigkill_mid_turn_then_restart(store_url: str, tmp_path: Path) -> 
                     rows = (await s.exec(select(InboundRow.id, InboundRow.status))).all()
                 return all(st == "done" for i, st in rows if i in ids)
 
-            await _wait_until(all_done)
+            await eventually(all_done, timeout=60, what="every message is done")
         finally:
             proc.send_signal(signal.SIGKILL)
             await proc.wait()

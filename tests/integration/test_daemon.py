@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import json
-import logging
 import re
-import shutil
 import socket
-import tempfile
 import tomllib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,18 +19,16 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
-from channels.base import ChannelContext
-from channels.cli import ChannelStopped, CliChannel
 from core.agent.services import NO_PROVIDER_HINT
 from core.bus.sql import SqlBus
-from core.errors import ConfigError
 from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.providers.config import ProviderConfig
 from core.store.engine import Store
-from gateway.config import FamiliarConfig, load_config
-from gateway.control import MASK, masked_config
-from gateway.daemon import EX_CONFIG, load_channels, serve
+from gateway.config import FamiliarConfig, config_model, load_config
+from gateway.daemon import EX_CONFIG, serve
 from gateway.init import init_home, render_default_config
+from gateway.masking import MASK, masked_config
+from gateway.plugins import discover_channels
 from gateway.provider_detect import choose_provider, detect_provider
 from tests.fakes.fake_openai import FakeOpenAI
 
@@ -50,26 +44,13 @@ def _closed_port_url() -> str:
 
 
 @pytest.fixture
-def home() -> Iterator[Path]:
-    # Short, so that run/gateway.sock fits in a Unix socket address.
-    path = Path(tempfile.mkdtemp(prefix="fam-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+def home(daemon_home: Path) -> Path:
+    return daemon_home
 
 
 @pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    # serve() installs its own root handler (as the daemon must); put pytest's back.
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
+def _restore_logging(restore_root_logging: None) -> None:
+    """Every test here runs the daemon in-process."""
 
 
 def write_config(home: Path, fake: FakeOpenAI | None, extra: str = "") -> None:
@@ -145,7 +126,15 @@ async def test_control_api_end_to_end(home: Path, capfd: pytest.CaptureFixture[s
                 "model": "fake-model",
                 "base_url": fake.base_url,
             }
-            assert {"name": "cli", "state": "running"} in status["channels"]
+            assert {
+                "name": "cli",
+                "state": "running",
+                "error": None,
+                "retry_in": None,
+                "restarts": 0,
+                "failed_deliveries": 0,
+                "last_failed_delivery": None,
+            } in status["channels"]
             assert status["queue"] == {"pending": 0, "claimed": 0}
             assert re.fullmatch(r"127\.0\.0\.1:\d+", status["http"])
 
@@ -185,6 +174,7 @@ async def test_control_api_end_to_end(home: Path, capfd: pytest.CaptureFixture[s
                 "type": "timeout",
                 "message_id": slow[0]["message_id"],
                 "session": "cli:t3",
+                "reason": "timeout",
             }
             async with asyncio.timeout(30):
                 while True:
@@ -292,7 +282,8 @@ async def test_first_start_writes_config_and_hints_without_provider(
     assert (home / "run").stat().st_mode & 0o777 == 0o700
     written = (home / "config.toml").read_text()
     assert written == render_default_config()
-    assert load_config(home).model_dump() == FamiliarConfig().model_dump()
+    installed = config_model(discover_channels())
+    assert load_config(home).model_dump() == installed().model_dump()
     assert "provider: none" in capfd.readouterr().err
 
 
@@ -343,7 +334,8 @@ def test_default_config_uncommented_equals_defaults(tmp_path: Path) -> None:
         else:
             uncommented.append(line)
     (tmp_path / "config.toml").write_text("\n".join(uncommented))
-    assert load_config(tmp_path).model_dump() == FamiliarConfig().model_dump()
+    installed = config_model(discover_channels())
+    assert load_config(tmp_path).model_dump() == installed().model_dump()
 
 
 def test_init_home_never_overwrites(tmp_path: Path) -> None:
@@ -352,68 +344,6 @@ def test_init_home_never_overwrites(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text("# mine\n")
     assert init_home(tmp_path) == []
     assert (tmp_path / "config.toml").read_text() == "# mine\n"
-
-
-# -- plugin channels ----------------------------------------------------------------------
-
-
-class EchoPluginChannel:
-    """A plugin channel for the loading tests."""
-
-    name = "echo"
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.config = config
-
-    async def start(self, context: ChannelContext) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
-    async def send(self, message: OutboundMessage) -> None:
-        pass
-
-
-def make_echo(config: dict[str, Any]) -> EchoPluginChannel:
-    if "bad" in config:
-        raise ValueError("unknown setting 'bad'")
-    return EchoPluginChannel(config)
-
-
-def not_a_channel(config: dict[str, Any]) -> object:
-    return object()
-
-
-def _ep(name: str, value: str) -> importlib.metadata.EntryPoint:
-    return importlib.metadata.EntryPoint(name=name, value=value, group="familiar.channels")
-
-
-def test_load_channels_builds_enabled_plugins_only() -> None:
-    eps = [_ep("echo", f"{__name__}:make_echo"), _ep("other", f"{__name__}:make_echo")]
-    tables = {"echo": {"enabled": True, "greeting": "hi"}, "other": {"enabled": False}}
-    channels = load_channels(tables, eps)
-    assert len(channels) == 1
-    assert isinstance(channels[0], EchoPluginChannel)
-    assert channels[0].config == {"greeting": "hi"}
-    assert load_channels({}, eps) == []
-
-
-@pytest.mark.parametrize(
-    ("tables", "value", "expected"),
-    [
-        ({"ghost": {"enabled": True}}, f"{__name__}:make_echo", "no package provides it"),
-        ({"echo": {"enabled": True}}, "no_such_module_xyz:factory", "cannot be imported"),
-        ({"echo": {"enabled": True, "bad": 1}}, f"{__name__}:make_echo", "unknown setting"),
-        ({"echo": {"enabled": True}}, f"{__name__}:not_a_channel", "not a Channel"),
-    ],
-)
-def test_broken_plugins_give_clear_errors(
-    tables: dict[str, Any], value: str, expected: str
-) -> None:
-    with pytest.raises(ConfigError, match=expected) as info:
-        load_channels(tables, [_ep("echo", value)])
-    assert info.value.key is not None and info.value.key.startswith("channels.")
 
 
 # -- pieces: the CLI channel, provider detection, masking ---------------------------------
@@ -427,25 +357,6 @@ def _reply(inbound_id: str, text: str = "hi") -> OutboundMessage:
         delivery=Delivery(channel="cli", chat_id="x"),
         text=text,
     )
-
-
-async def test_cli_channel_waiters() -> None:
-    cli = CliChannel()
-    await cli.send(_reply("nobody-waits"))  # never raises
-    cli.expect("m1")
-    await cli.send(_reply("m1", "first"))  # before anyone awaits: kept for the waiter
-    got = await cli.wait_reply("m1", 5)
-    assert got is not None and got.text == "first"
-    assert await cli.wait_reply("m2", 0.01) is None
-    assert cli.waiting == 0
-    cli.expect("m3")
-    waiting = asyncio.ensure_future(cli.wait_reply("m3", None))
-    await asyncio.sleep(0)
-    await cli.stop()
-    with pytest.raises(ChannelStopped):
-        await waiting
-    with pytest.raises(ChannelStopped):
-        await cli.submit("cli:x", "hello")
 
 
 async def test_provider_detection() -> None:
@@ -499,22 +410,21 @@ async def test_watch_streams_replies_nobody_waits_for(home: Path) -> None:
             # scheduler is) puts a message on the session; no sender waits for it.
             store = Store(url=f"sqlite+aiosqlite:///{home / 'familiar.db'}")
             await store.open(migrate=False)
+            fired = InboundMessage(
+                session_key="cli:watched",
+                text="ping from a schedule",
+                delivery=Delivery(channel="cli", chat_id="watched"),
+                origin="schedule",
+            )
             try:
-                await SqlBus(store=store).publish_inbound(
-                    InboundMessage(
-                        session_key="cli:watched",
-                        text="ping from a schedule",
-                        delivery=Delivery(channel="cli", chat_id="watched"),
-                        origin="schedule",
-                    )
-                )
+                await SqlBus(store=store).publish_inbound(fired)
             finally:
                 await store.close()
             async with asyncio.timeout(20):
                 line = await watch.content.readline()
         assert json.loads(line) == {
             "type": "reply",
-            "message_id": json.loads(line)["message_id"],
+            "message_id": fired.id,
             "session": "cli:watched",
             "kind": "reply",
             "text": "echo: ping from a schedule",

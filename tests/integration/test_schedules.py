@@ -14,28 +14,23 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from sqlmodel import col, select
 from typer.testing import CliRunner
 
 from core.app import CoreApp
 from core.bus.sql import SqlBus
 from core.events import EventLog, EventType
-from core.heartbeat import HEARTBEAT_FILE, HeartbeatService
 from core.messages import OutboundMessage, utcnow
 from core.providers.base import Completion, ToolCall
 from core.providers.scripted import ScriptedProvider
-from core.scheduler import (
-    HeartbeatConfig,
+from core.scheduling import (
     SchedulerConfig,
     ScheduleService,
     firing_id_for,
     firing_message_id,
 )
 from core.store.engine import Store
-from core.store.models import OutboundRow
 from gateway.commands.schedule import schedule_app
-from gateway.control_schedules import add_schedule_routes
-from tests.clock import T0
+from gateway.control.schedules import add_schedule_routes
 from tests.clock import ManualClock as Clock
 from tests.integration.harness import Replies, inbound, running_core
 
@@ -106,7 +101,7 @@ async def test_every_fires_repeatedly_and_unschedule_stops_it(
         assert gone.text.startswith("Cancelled #1")
         clock.advance(10)
         assert await service.fire(1) is None
-        events = [e.type for e in await app.services.events.list(SESSION)]
+        events = [e.type for e in await app.events.list(SESSION)]
         assert events.count(EventType.SCHEDULE_FIRED) == 2
         assert EventType.SCHEDULE_CREATED in events and EventType.SCHEDULE_CANCELLED in events
 
@@ -281,116 +276,6 @@ async def test_cli_add_list_cancel_over_the_socket(tmp_path: Path) -> None:
         await store.close()
     code, out = await run("list")
     assert code == 2 and "no familiar gateway is running" in out
-
-
-# -- heartbeat ------------------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def heartbeat_core(
-    tmp_path: Path, provider: ScriptedProvider, clock: Clock, *, instructions: str | None
-) -> AsyncIterator[tuple[HeartbeatService, list[OutboundMessage], CoreApp]]:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'familiar.db'}"
-    async with running_core(
-        store_url=url,
-        workspace=tmp_path / "ws",
-        provider=provider,
-        scheduler=SchedulerConfig(timezone="UTC"),
-        schedule_clock=clock,
-    ) as (app, _):
-        if instructions is not None:
-            (tmp_path / "ws" / HEARTBEAT_FILE).write_text(f"# Tasks\n{instructions}\n")
-        service = app.schedules
-        sent: list[OutboundMessage] = []
-
-        async def deliver(message: OutboundMessage) -> None:
-            sent.append(message)
-
-        heartbeat = HeartbeatService(
-            config=HeartbeatConfig(every="30m", active_hours="08:00-22:00", deliver_to=SESSION),
-            scheduler=service,
-            bus=app.bus,
-            store=app.store,
-            workspace=tmp_path / "ws",
-            deliver=deliver,
-            poll_interval=0.05,
-        )
-        await heartbeat.start()
-        try:
-            yield heartbeat, sent, app
-        finally:
-            await heartbeat.stop()
-
-
-async def wait_delivered(app: CoreApp, inbound_id: str) -> None:
-    async with asyncio.timeout(30):
-        while True:
-            async with app.store.read() as s:
-                status = (
-                    await s.exec(
-                        select(OutboundRow.status).where(col(OutboundRow.inbound_id) == inbound_id)
-                    )
-                ).first()
-            if status == "delivered":
-                return
-            await asyncio.sleep(0.05)
-
-
-async def test_heartbeat_without_instructions_makes_no_model_call(tmp_path: Path) -> None:
-    provider = ScriptedProvider()
-    async with heartbeat_core(tmp_path, provider, Clock(), instructions=None) as (
-        heartbeat,
-        sent,
-        _,
-    ):
-        assert await heartbeat.beat() is None  # the scaffolded template is only comments
-    assert provider.calls == 0 and sent == []
-
-
-async def test_heartbeat_outside_active_hours_makes_no_model_call(tmp_path: Path) -> None:
-    provider = ScriptedProvider()
-    late = Clock(T0.replace(hour=23))
-    async with heartbeat_core(tmp_path, provider, late, instructions="- check mail") as (
-        heartbeat,
-        sent,
-        _,
-    ):
-        assert await heartbeat.beat() is None
-    assert provider.calls == 0 and sent == []
-
-
-async def test_heartbeat_ok_is_not_delivered(tmp_path: Path) -> None:
-    provider = ScriptedProvider(replies=["  HEARTBEAT_OK\n"])
-    async with heartbeat_core(tmp_path, provider, Clock(), instructions="- check mail") as (
-        heartbeat,
-        sent,
-        app,
-    ):
-        message_id = await heartbeat.beat()
-        assert message_id is not None
-        await wait_delivered(app, message_id)
-    assert provider.calls == 1 and sent == []
-    assert "HEARTBEAT.md" in provider.requests[0].messages[-1].content
-
-
-async def test_heartbeat_reply_with_news_is_delivered(tmp_path: Path) -> None:
-    provider = ScriptedProvider(replies=["The dentist is at 3pm."])
-    clock = Clock()
-    async with heartbeat_core(tmp_path, provider, clock, instructions="- check the calendar") as (
-        heartbeat,
-        sent,
-        app,
-    ):
-        message_id = await heartbeat.beat()
-        assert message_id is not None
-        await wait_delivered(app, message_id)
-        assert await heartbeat.beat() is None  # the same check-in again: deduplicated
-        clock.advance(30 * 60)
-        assert await heartbeat.beat() is not None  # the previous one is done: a new one goes
-    (message,) = sent[:1]
-    assert message.text == "The dentist is at 3pm."
-    assert message.session_key == "heartbeat:main"
-    assert message.delivery.channel == "test" and message.delivery.chat_id == "room"
 
 
 @pytest.mark.slow

@@ -16,32 +16,20 @@ from core.providers import (
     Provider,
     ProviderConfig,
     ScriptedProvider,
-    TextDelta,
     ToolCall,
     build_provider,
 )
+from tests.contracts.providers import collect
 
 
 def ask(text: str) -> ChatRequest:
     return ChatRequest(system="", messages=(ChatMessage(role="user", content=text),))
 
 
-async def stream(provider: Provider, request: ChatRequest) -> tuple[list[str], Completion]:
-    deltas: list[str] = []
-    completions: list[Completion] = []
-    async for event in provider.stream(request):
-        if isinstance(event, TextDelta):
-            deltas.append(event.text)
-        else:
-            completions.append(event)
-    assert len(completions) == 1
-    return deltas, completions[0]
-
-
 async def test_echoes_the_last_user_message_in_word_deltas() -> None:
     provider = ScriptedProvider()
 
-    deltas, completion = await stream(provider, ask("the quick brown fox"))
+    deltas, completion = await collect(provider, ask("the quick brown fox"))
 
     assert deltas == ["echo: ", "the ", "quick ", "brown ", "fox"]
     assert completion.text == "echo: the quick brown fox"
@@ -55,7 +43,7 @@ async def test_replies_in_order_then_echo() -> None:
     provider = ScriptedProvider(replies=["first", Completion(tool_calls=(call,))])
 
     assert (await provider.complete(ask("a"))).text == "first"
-    _, second = await stream(provider, ask("b"))
+    _, second = await collect(provider, ask("b"))
     assert second.tool_calls == (call,)
     assert (await provider.complete(ask("c"))).text == "echo: c"
     assert provider.calls == 3
@@ -68,14 +56,8 @@ async def test_from_function_sync_and_async() -> None:
 
     sync = ScriptedProvider.from_function(lambda request: f"{len(request.messages)} messages")
     assert (await sync.complete(ask("x"))).text == "1 messages"
-    deltas, completion = await stream(FunctionProvider(shout), ask("hey you"))
+    deltas, completion = await collect(FunctionProvider(shout), ask("hey you"))
     assert "".join(deltas) == completion.text == "HEY YOU"
-
-
-async def test_empty_reply_streams_no_deltas() -> None:
-    deltas, completion = await stream(ScriptedProvider(replies=[""]), ask("x"))
-
-    assert (deltas, completion.text) == ([], "")
 
 
 async def test_build_provider_kinds() -> None:

@@ -8,7 +8,8 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -308,3 +309,130 @@ async def test_default_runner_runs_real_commands() -> None:
     assert result == CommandResult(3, "out\n", "")
     with pytest.raises(FileNotFoundError):
         await run_command(["/nonexistent/systemctl"])
+
+
+# --- can the service user run it? -------------------------------------------------------
+
+
+def test_units_do_not_restart_on_a_bad_config(tmp_path: Path) -> None:
+    kinds: list[UnitKind] = ["system", "user"]
+    for kind in kinds:
+        assert "RestartPreventExitStatus=78" in _render(kind, tmp_path).splitlines()
+
+
+@pytest.fixture
+def shm() -> Iterator[Path]:
+    """A directory outside /tmp (PrivateTmp would hide /tmp) that the test may chmod."""
+    if not Path("/dev/shm").is_dir():
+        pytest.skip("no /dev/shm")
+    path = Path(tempfile.mkdtemp(prefix="fam-svc-", dir="/dev/shm"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _interpreter(directory: Path, mode: int = 0o755) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    python = directory / "python"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(mode)
+    return python
+
+
+def _code(directory: Path) -> Path:
+    (directory / "gateway").mkdir(parents=True)
+    (directory / "gateway" / "cli.py").write_text("")
+    for path in (directory, directory / "gateway"):
+        path.chmod(0o755)
+    (directory / "gateway" / "cli.py").chmod(0o644)
+    return directory
+
+
+async def test_interpreter_under_tmp_is_refused(tmp_path: Path) -> None:
+    fake = FakeSystemctl()
+    manager = ServiceManager(
+        run=fake,
+        user_unit_dir=tmp_path / "units",
+        python=str(_interpreter(tmp_path / "venv" / "bin")),
+    )
+    with pytest.raises(ConfigError) as info:
+        await manager.install("user", home=tmp_path / "fam")
+    message = str(info.value)
+    assert "PrivateTmp=yes" in message and "203/EXEC" in message
+    assert "python3 -m venv" in message and "familiar service install --user" in message
+    assert fake.calls == []
+    assert not (tmp_path / "units").exists()
+
+
+async def test_code_under_tmp_is_refused(tmp_path: Path, shm: Path) -> None:
+    fake = FakeSystemctl()
+    manager = ServiceManager(
+        run=fake,
+        user_unit_dir=tmp_path / "units",
+        python=str(_interpreter(shm / "bin")),
+        code_root=_code(tmp_path / "src"),
+    )
+    with pytest.raises(ConfigError, match=r"the code .* PrivateTmp"):
+        await manager.install("user", home=tmp_path / "fam")
+    assert fake.calls == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to install a unit for another user")
+async def test_system_unit_refused_when_its_user_cannot_reach_the_interpreter(
+    tmp_path: Path, shm: Path
+) -> None:
+    private = shm / "root-only"
+    python = _interpreter(private / "bin")
+    private.chmod(0o700)  # like /root, where pyenv and many venvs live
+    fake = FakeSystemctl()
+    manager = ServiceManager(
+        run=fake,
+        system_unit_dir=tmp_path / "units",
+        python=str(python),
+        code_root=_code(shm / "src"),
+    )
+    with pytest.raises(ConfigError) as info:
+        await manager.install("system", home=tmp_path / "state", user="nobody")
+    message = str(info.value)
+    assert f"user nobody cannot enter {private} (mode 0700, owner root)" in message
+    assert "python3 -m venv /opt/familiar" in message
+    assert "familiar service install --system" in message
+    assert fake.calls == []
+    assert not (tmp_path / "units").exists()
+
+    private.chmod(0o755)
+    python.chmod(0o744)  # readable, not executable by others
+    with pytest.raises(ConfigError, match=r"user nobody cannot run .*python \(mode 0744"):
+        await manager.install("system", home=tmp_path / "state", user="nobody")
+
+    python.chmod(0o755)
+    (shm / "src" / "gateway").chmod(0o700)
+    with pytest.raises(ConfigError, match=r"user nobody cannot read .*gateway \(mode 0700"):
+        await manager.install("system", home=tmp_path / "state", user="nobody")
+
+    (shm / "src" / "gateway").chmod(0o755)
+    await manager.install("system", home=tmp_path / "state", user="nobody")
+    text = (tmp_path / "units" / UNIT_NAME).read_text()
+    assert f"ExecStart={python} -P -m gateway.cli" in text
+    assert "User=nobody" in text.splitlines()
+
+
+async def test_missing_interpreter_is_refused(tmp_path: Path, shm: Path) -> None:
+    manager = ServiceManager(
+        run=FakeSystemctl(), user_unit_dir=tmp_path / "units", python=str(shm / "no-python")
+    )
+    with pytest.raises(ConfigError, match="no-python does not exist"):
+        await manager.install("user", home=tmp_path / "fam")
+
+
+def test_system_unit_relaxes_protect_home_for_a_symlink_into_a_home(shm: Path) -> None:
+    python = shm / "python"
+    python.symlink_to("/root/.pyenv/versions/3.11.7/bin/python3.11")
+    text = render_unit(
+        "system",
+        exec_start=exec_start_for(Path("/var/lib/familiar"), python=str(python)),
+        home=Path("/var/lib/familiar"),
+        user="familiar",
+        code_root=Path("/opt/familiar/lib"),
+    )
+    assert "ProtectHome=read-only" in text.splitlines()

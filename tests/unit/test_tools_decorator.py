@@ -8,8 +8,10 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
-from core.errors import ToolRetry
+from core.errors import ToolFailed, ToolRetry
 from core.tools import FunctionTool, Tool, ToolContext, tool
+from core.tools.base import ToolDeps
+from core.tools.decorator import Dep
 
 
 class Point(BaseModel):
@@ -154,3 +156,41 @@ def test_var_args_are_refused() -> None:
 
     with pytest.raises(TypeError, match="unsupported parameter"):
         tool(star)
+
+
+class Counter:
+    def __init__(self, start: int) -> None:
+        self.value = start
+
+
+class SubCounter(Counter):
+    pass
+
+
+@tool
+async def bump(ctx: ToolContext, counter: Dep[Counter], by: int = 1) -> str:
+    """Add to the counter.
+
+    Args:
+        by: how much to add.
+    """
+    counter.value += by
+    return str(counter.value)
+
+
+def test_injected_dependencies_are_hidden_from_the_model() -> None:
+    assert set(bump.parameters["properties"]) == {"by"}
+
+
+async def test_injected_dependency_is_found_by_type_or_subtype(tmp_path: Path) -> None:
+    counter = SubCounter(40)
+    ctx = ToolContext(workspace=tmp_path, session_key="cli:t", deps=ToolDeps(counter))
+    assert await bump.run(ctx, {"by": 2}) == "42"
+    assert counter.value == 42
+    with pytest.raises(ToolRetry, match="counter"):
+        await bump.run(ctx, {"counter": 1})
+
+
+async def test_missing_dependency_is_a_tool_failure_the_model_sees(ctx: ToolContext) -> None:
+    with pytest.raises(ToolFailed, match="bump is not available here"):
+        await bump.run(ctx, {})

@@ -1,4 +1,9 @@
-"""The exec tool with real subprocesses: exit codes, output cap, timeouts, deny patterns."""
+"""The exec tool with real subprocesses: exit codes, output cap, timeouts, the approval gate.
+
+Tests that read ``$!`` compare it with host PIDs, so they run without a sandbox (in
+bubblewrap ``$!`` is a PID of the sandbox's own namespace); test_exec_sandbox.py covers
+the same kills inside bubblewrap through the host process table.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import pytest
 
 from core.providers.base import ToolCall
 from core.tools import ExecConfig, ToolContext, ToolRegistry, ToolResult, ToolsConfig, exec_tools
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -39,13 +45,8 @@ def process_gone(pid: int) -> bool:
         return True
 
 
-async def wait_gone(pid: int, within: float = 5.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if process_gone(pid):
-            return True
-        await asyncio.sleep(0.05)
-    return False
+async def wait_gone(pid: int, within: float = 5.0) -> None:
+    await eventually(lambda: process_gone(pid), timeout=within, what=f"process {pid} is gone")
 
 
 def test_schema() -> None:
@@ -98,13 +99,13 @@ async def test_output_is_capped_head_and_tail(ctx: ToolContext) -> None:
 async def test_timeout_kills_the_process_group(ctx: ToolContext) -> None:
     command = "sleep 30 & echo $! > child.pid; echo started; wait"
     started = time.monotonic()
-    result = await run(make_registry(), ctx, command=command, timeout=0.5)
+    result = await run(make_registry(sandbox="none"), ctx, command=command, timeout=0.5)
     assert time.monotonic() - started < 5
     assert result.is_error
     assert "command timed out after 0.5s" in result.content
     assert "started" in result.content
     child = int((ctx.workspace / "child.pid").read_text())
-    assert await wait_gone(child), f"child sleep {child} survived the timeout"
+    await wait_gone(child)  # the child sleep did not survive the timeout
 
 
 async def test_background_child_does_not_hold_the_call(ctx: ToolContext) -> None:
@@ -112,7 +113,7 @@ async def test_background_child_does_not_hold_the_call(ctx: ToolContext) -> None
     command = "setsid sleep 30 & echo $! > bg.pid; echo done"
     started = time.monotonic()
     try:
-        result = await run(make_registry(), ctx, command=command, timeout=20)
+        result = await run(make_registry(sandbox="none"), ctx, command=command, timeout=20)
     finally:
         pid = int((ctx.workspace / "bg.pid").read_text())
         os.kill(pid, signal.SIGKILL)
@@ -147,39 +148,60 @@ async def test_timeout_out_of_range(ctx: ToolContext, limit: float) -> None:
         "chmod -R 777 /",
     ],
 )
-async def test_default_deny_patterns(ctx: ToolContext, command: str) -> None:
+async def test_dangerous_commands_are_refused_without_an_approval_gate(
+    ctx: ToolContext, command: str
+) -> None:
     result = await run(make_registry(), ctx, command=command)
     assert result.is_error
     assert "command refused: it " in result.content
+    assert "no one can approve it here (tools.exec.approval)" in result.content
 
 
 @pytest.mark.parametrize(
     "command",
     ["rm -rf build/", "rm -rf /tmp/x", "dd if=a of=b", "grep reboot log.txt", "chmod 644 f"],
 )
-async def test_harmless_commands_pass_deny_patterns(ctx: ToolContext, command: str) -> None:
+async def test_harmless_commands_pass_danger_patterns(ctx: ToolContext, command: str) -> None:
     result = await run(make_registry(), ctx, command=command)
     assert "command refused" not in result.content
 
 
-async def test_custom_deny_pattern(ctx: ToolContext) -> None:
-    result = await run(make_registry(deny_patterns=[r"\bcurl\b"]), ctx, command="curl x")
+async def test_custom_deny_pattern_refuses_even_with_approval_never(ctx: ToolContext) -> None:
+    registry = make_registry(deny_patterns=[r"\bcurl\b"], approval="never")
+    result = await run(registry, ctx, command="'cu'rl x")  # matched after normalising
     assert result.is_error
     assert "deny pattern '\\\\bcurl\\\\b'" in result.content
+    assert "tools.exec.deny_patterns" in result.content
+
+
+async def test_approval_never_runs_a_dangerous_command(
+    ctx: ToolContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry = make_registry(approval="never")
+    result = await run(registry, ctx, command="echo ZWNobyBoaQ== | base64 -d | sh")
+    assert result.content == "exit code 0\nhi\n"
+    assert "running a dangerous command" in caplog.text
+
+
+async def test_approval_always_gates_every_command(ctx: ToolContext) -> None:
+    result = await run(make_registry(approval="always"), ctx, command="echo hi")
+    assert result.is_error
+    assert 'tools.exec.approval is "always"' in result.content
 
 
 async def test_cancel_kills_the_command(ctx: ToolContext) -> None:
-    registry = make_registry()
+    registry = make_registry(sandbox="none")
     task = asyncio.create_task(run(registry, ctx, command="sleep 30 & echo $! > child.pid; wait"))
     pid_file = ctx.workspace / "child.pid"
-    for _ in range(100):
-        if pid_file.exists() and pid_file.read_text().strip():
-            break
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: pid_file.exists() and pid_file.read_text().strip().isdigit(),
+        timeout=10,
+        what="the command wrote its child's pid",
+    )
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await wait_gone(int(pid_file.read_text()))
+    await wait_gone(int(pid_file.read_text()))
 
 
 async def test_missing_workspace_is_an_error_result(tmp_path: Path) -> None:

@@ -87,12 +87,19 @@ def test_config_defaults_and_strictness() -> None:
     assert config.exec.timeout == 60
     assert config.exec.max_timeout == 600
     assert config.exec.max_output == 16_000
-    assert config.exec.deny_patterns
+    assert config.exec.deny_patterns == []
+    assert config.exec.danger_patterns
+    assert config.exec.approval == "dangerous"
+    assert config.exec.approval_timeout == 3600
     assert config.max_file_bytes == 256 * 1024
     assert config.policy.allow is None
     with pytest.raises(ValidationError):
         ToolsConfig.model_validate({"policy": {"alow": ["x"]}})
     with pytest.raises(ValidationError, match="invalid regex"):
         ExecConfig(deny_patterns=["("])
+    with pytest.raises(ValidationError, match="invalid regex"):
+        ExecConfig(danger_patterns=["("])
+    with pytest.raises(ValidationError, match="approval"):
+        ExecConfig.model_validate({"approval": "sometimes"})
     with pytest.raises(ValidationError, match="max_timeout"):
         ExecConfig(timeout=700)

@@ -51,9 +51,15 @@ async def picky(value: str) -> str:
     raise RuntimeError("kaboom")
 
 
+HANGING: dict[str, asyncio.Event] = {}
+"""``hang`` sets ``HANGING["started"]`` (if a test put one there) once it runs."""
+
+
 @tool
 async def hang() -> str:
     """Never finish."""
+    if started := HANGING.get("started"):
+        started.set()
     await asyncio.Event().wait()
     return ""
 
@@ -167,8 +173,10 @@ async def test_turn_cancelled_propagates(registry: ToolRegistry, ctx: ToolContex
 
 
 async def test_cancelled_error_propagates(registry: ToolRegistry, ctx: ToolContext) -> None:
+    HANGING["started"] = started = asyncio.Event()
     task = asyncio.create_task(registry.execute(call("hang"), ctx))
-    await asyncio.sleep(0.01)
+    async with asyncio.timeout(5):
+        await started.wait()  # cancel the tool itself, not a task that never began
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

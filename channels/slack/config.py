@@ -1,0 +1,56 @@
+"""``[channels.slack]``: the Slack channel's config model."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_core import PydanticCustomError
+
+from channels.base import ChannelConfig
+
+__all__ = ["DEFAULT_API_URL", "SlackConfig"]
+
+DEFAULT_API_URL = "https://slack.com/api/"
+
+
+class SlackConfig(ChannelConfig):
+    """Slack (slack-bolt): direct messages, @-mentions and threads the bot is part of."""
+
+    mode: Literal["socket", "http"] = "socket"
+    """``socket``: Socket Mode (an app-level token, no public URL); ``http``: Events API
+    requests to ``POST /slack/events`` on the gateway's HTTP server."""
+    bot_token: SecretStr | None = None
+    """The bot token (``xoxb-...``); both modes."""
+    app_token: SecretStr | None = None
+    """The app-level token (``xapp-...``, scope ``connections:write``); socket mode."""
+    signing_secret: SecretStr | None = None
+    """The app's signing secret; http mode (requests with a bad signature get 401)."""
+    api_url: str = DEFAULT_API_URL
+    """Base URL of the Slack Web API (enterprise proxies, tests)."""
+    allow_users: list[str] = Field(default_factory=list)
+    """Slack user ids that may talk to the bot; empty: everyone in the workspace."""
+    allow_channels: list[str] = Field(default_factory=list)
+    """Conversation ids (channels, and DMs: ``D...``) the bot answers in; empty: all."""
+    reply_in_thread: bool = True
+    """Answer a top-level message in a thread under it (else in the conversation)."""
+    respond_to_bots: bool = False
+    """Answer messages posted by other bots."""
+    max_file_bytes: int = Field(default=256 * 1024, ge=0)
+    """Text files up to this size are downloaded and given to the agent."""
+
+    @model_validator(mode="after")
+    def _tokens_for_mode(self) -> SlackConfig:
+        if not self.enabled:
+            return self
+        needed = ["bot_token", "app_token" if self.mode == "socket" else "signing_secret"]
+        for key in needed:
+            value = getattr(self, key)
+            if value is None or not value.get_secret_value().strip():
+                raise PydanticCustomError(
+                    "slack_token_missing",
+                    "channels.slack.{key} is required in {mode} mode "
+                    "(set it in config.toml or FAMILIAR_CHANNELS__SLACK__{env})",
+                    {"key": key, "mode": self.mode, "env": key.upper()},
+                )
+        return self

@@ -1,0 +1,95 @@
+"""Approval records as the service sees them, their ids, and the texts the model reads."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.errors import CommandError
+from core.messages import Delivery
+
+__all__ = [
+    "ApprovalInfo",
+    "ApprovalStatus",
+    "new_approval_id",
+    "outcome_message_id",
+    "parse_approval_id",
+]
+
+ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
+
+_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
+"""Lower case without look-alikes (no i, l, o, 0, 1): easy to read and type on a phone."""
+_ID_LENGTH = 6
+_ID_RE = re.compile(r"#?\s*([a-z0-9]{4,16})")
+
+
+def new_approval_id() -> str:
+    """A fresh six-character id such as ``k3xq7m`` (about 8.9e8 of them)."""
+    return "".join(secrets.choice(_ALPHABET) for _ in range(_ID_LENGTH))
+
+
+def parse_approval_id(text: str, *, usage: str) -> str:
+    """An id as users type it: ``abc123``, ``#abc123``, any case.
+
+    Raises:
+        CommandError: ``usage``, when the text is not an id.
+    """
+    match = _ID_RE.fullmatch(text.strip().lower())
+    if match is None:
+        raise CommandError(usage)
+    return match.group(1)
+
+
+def outcome_message_id(approval_id: str) -> str:
+    """The inbound message id that carries an approval's outcome to the model (one only)."""
+    return f"approval-{approval_id}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalInfo:
+    """One row of the ``approvals`` table (times are unix seconds)."""
+
+    id: str
+    session_key: str
+    message_id: str
+    delivery: Delivery
+    command: str
+    timeout: float
+    reason: str
+    status: ApprovalStatus
+    created_at: float
+    expires_at: float
+    decided_at: float | None = None
+    decided_by: str | None = None
+    decision_message_id: str | None = None
+    reported_at: float | None = None
+
+    @property
+    def shown_command(self) -> str:
+        """The command for a one-line text (long ones shortened)."""
+        one_line = " ".join(self.command.split())
+        return one_line if len(one_line) <= 200 else one_line[:197] + "..."
+
+
+def info_of_row(row: Mapping[Any, Any]) -> ApprovalInfo:
+    """A stored row (any mapping of its columns) as an ApprovalInfo."""
+    return ApprovalInfo(
+        id=row["id"],
+        session_key=row["session_key"],
+        message_id=row["message_id"],
+        delivery=Delivery.model_validate_json(row["delivery"]),
+        command=row["command"],
+        timeout=row["timeout"],
+        reason=row["reason"],
+        status=row["status"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        decided_at=row["decided_at"],
+        decided_by=row["decided_by"],
+        decision_message_id=row["decision_message_id"],
+        reported_at=row["reported_at"],
+    )

@@ -1,0 +1,58 @@
+"""``familiar backup PATH``: a consistent copy of the database, safe while the gateway runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from sqlalchemy.engine import make_url
+
+from core.errors import ConfigError, StoreError
+from core.store.backup import backup_sqlite
+from core.store.sqlite_file import sqlite_path
+from gateway.commands.common import HomeOption, fail, resolve_home
+from gateway.config import load_config, store_url
+from gateway.masking import mask_url
+
+__all__ = ["backup"]
+
+
+def _pg_dump_advice(url: str, target: Path) -> str:
+    """The ``pg_dump`` command that backs up the database of ``url`` (password masked)."""
+    plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    return (
+        "the store is PostgreSQL: familiar does not copy it itself; back it up with pg_dump "
+        "(the password comes from PGPASSWORD or ~/.pgpass):\n"
+        f"  pg_dump --format=custom --file '{target}' '{mask_url(plain)}'"
+    )
+
+
+def backup(
+    path: Annotated[Path, typer.Argument(help="The file to write the copy to.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace PATH if it exists.")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Copy the database to PATH (mode 0600), consistently, even while the gateway runs.
+
+    On PostgreSQL, prints the pg_dump command to use instead.
+    """
+    home_dir = resolve_home(home)
+    try:
+        url = store_url(home_dir, load_config(home_dir))
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    target = path.expanduser().absolute()
+    source = sqlite_path(url)
+    if source is None:
+        if make_url(url).get_backend_name() == "postgresql":
+            typer.echo(_pg_dump_advice(url, target))
+            return
+        raise fail(f"nothing to back up: the store {mask_url(url)} is not a database file")
+    try:
+        result = backup_sqlite(source, target, force=force)
+    except StoreError as exc:
+        raise fail(str(exc)) from None
+    rows = ", ".join(f"{table} {count}" for table, count in result.rows.items())
+    typer.echo(f"wrote {result.path} ({result.size} bytes) from {source}")
+    typer.echo(f"rows: {rows or 'no tables'}")

@@ -1,0 +1,85 @@
+"""``familiar doctor``'s store checks: the database is there, private and sound.
+
+Run locally, without the gateway: SQLite is opened read-only and read through by
+``PRAGMA quick_check``; PostgreSQL answers ``SELECT 1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+from pathlib import Path
+from typing import NamedTuple
+
+from core.errors import StoreError
+from core.store.engine import Store
+from core.store.sqlite_file import quick_check, sqlite_path
+from gateway.config import FamiliarConfig, store_url
+from gateway.init import RUN_DIR
+from gateway.masking import mask_url
+
+__all__ = ["StoreCheck", "store_checks"]
+
+_NAME = "store healthy"
+_LOCK = "gateway.lock"  # left behind by every gateway that ran on the home
+
+
+class StoreCheck(NamedTuple):
+    name: str
+    ok: bool
+    reason: str
+
+
+async def store_checks(home: Path, config: FamiliarConfig | None) -> list[StoreCheck]:
+    """The store's checks (none when the config is invalid: that check already failed)."""
+    if config is None:
+        return []
+    url = store_url(home, config)
+    path = sqlite_path(url)
+    if path is not None:
+        return await asyncio.to_thread(_sqlite_checks, home, path)
+    return [await _server_check(url)]
+
+
+def _sqlite_checks(home: Path, path: Path) -> list[StoreCheck]:
+    if not path.exists():
+        if (home / RUN_DIR / _LOCK).exists():
+            reason = (
+                f"{path} is missing, but a gateway has run on this home: the next start "
+                "creates an empty database; restore it from a backup (familiar backup) first"
+            )
+            return [StoreCheck(_NAME, False, reason)]
+        return [StoreCheck(_NAME, True, f"{path} not created yet (the gateway creates it)")]
+    if not path.is_file():
+        return [StoreCheck(_NAME, False, f"{path} is not a file: move it away")]
+    problem = quick_check(path, read_only=True)
+    health = StoreCheck(_NAME, problem is None, f"{path} {problem or 'passes quick_check'}")
+    return [health, _private_check(path)]
+
+
+def _private_check(path: Path) -> StoreCheck:
+    name = "store files private"
+    loose = []
+    for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            mode = stat.S_IMODE(candidate.stat().st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            loose.append(f"{candidate.name} {mode:04o}")
+    if loose:
+        reason = f"readable by others: {', '.join(loose)} (the gateway tightens them at start)"
+        return StoreCheck(name, False, reason)
+    return StoreCheck(name, True, "owner only (0600)")
+
+
+async def _server_check(url: str) -> StoreCheck:
+    store = Store(url=url)
+    try:
+        await store.open(migrate=False)
+        status = await store.health.check()
+    except (StoreError, OSError, ImportError) as exc:
+        return StoreCheck(_NAME, False, f"{mask_url(url)}: {exc}")
+    finally:
+        await store.close()
+    return StoreCheck(_NAME, status.ok, f"{mask_url(url)}: {status.detail}")

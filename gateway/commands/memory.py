@@ -1,0 +1,89 @@
+"""``familiar memory list|search|forget``: what the agent remembers, in every scope."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from gateway.commands.common import (
+    HomeOption,
+    JsonOption,
+    print_json,
+    query,
+    resolve_home,
+    stdout_console,
+)
+
+__all__ = ["memory_app"]
+
+memory_app = typer.Typer(
+    no_args_is_help=True, help="What the agent remembers (list, search, forget; any scope)."
+)
+
+ScopeOption = Annotated[
+    str | None,
+    typer.Option("--scope", metavar="KEY", help="Only this scope: a session key or 'global'."),
+]
+
+
+def _print(entries: list[dict[str, Any]], *, empty: str) -> None:
+    if not entries:
+        typer.echo(empty)
+        return
+    table = Table("id", "scope", "date", "tags", "text", box=None, header_style="bold")
+    for entry in entries:
+        stamp = entry.get("updated_at")
+        day = time.strftime("%Y-%m-%d", time.localtime(stamp)) if isinstance(stamp, float) else ""
+        tags = ", ".join(str(t) for t in entry.get("tags") or [])
+        table.add_row(
+            f"#{entry.get('id')}",
+            escape(str(entry.get("scope"))),
+            day,
+            escape(tags),
+            escape(str(entry.get("text"))),
+        )
+    stdout_console().print(table)
+
+
+@memory_app.command("list")
+def list_memory(
+    scope: ScopeOption = None, as_json: JsonOption = False, home: HomeOption = None
+) -> None:
+    """List the newest memory entries."""
+    entries = query(resolve_home(home), lambda client: client.memory(scope=scope))
+    if as_json:
+        print_json({"entries": entries})
+    else:
+        _print(entries, empty="No memories yet.")
+
+
+@memory_app.command("search")
+def search_memory(
+    text: Annotated[str, typer.Argument(metavar="QUERY", help="A few keywords.")],
+    scope: ScopeOption = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Search memory entries, best match first."""
+    entries = query(resolve_home(home), lambda client: client.search_memory(text, scope=scope))
+    if as_json:
+        print_json({"entries": entries})
+    else:
+        _print(entries, empty="Nothing matches.")
+
+
+@memory_app.command("forget")
+def forget_memory(
+    entry_id: Annotated[str, typer.Argument(metavar="ID", help="The entry id (12 or #12).")],
+    home: HomeOption = None,
+) -> None:
+    """Delete a memory entry (of any scope)."""
+    raw = entry_id.strip().lstrip("#")
+    if not raw.isdigit():
+        raise typer.BadParameter(f"{entry_id!r} is not a memory id (e.g. 12 or #12)")
+    entry = query(resolve_home(home), lambda client: client.forget_memory(int(raw)))
+    typer.echo(f"Forgot #{entry.get('id')} ({entry.get('scope')}): {entry.get('text')}")

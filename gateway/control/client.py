@@ -1,0 +1,414 @@
+"""Async client of the daemon's control API on the Unix socket ``<home>/run/gateway.sock``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import quote
+
+import aiohttp
+
+from core.errors import FamiliarError
+from gateway.control.protocol import (
+    MAX_BODY_BYTES,
+    ErrorBody,
+    ReplyLine,
+    SendRequest,
+    StreamLine,
+    TimeoutLine,
+    encode_body,
+    parse_line,
+)
+from gateway.http_errors import size_text
+
+__all__ = [
+    "SOCKET_NAME",
+    "ControlClient",
+    "ControlError",
+    "DaemonUnavailable",
+    "RequestTooLarge",
+    "socket_path",
+]
+
+log = logging.getLogger(__name__)
+
+SOCKET_NAME = "gateway.sock"
+_BASE = "http://familiar"
+_CONNECT_TIMEOUT = 5.0
+_HUNG_UP = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, FileNotFoundError)
+"""No daemon, or it went away: also mid-body (a killed daemon cuts a chunked answer)."""
+_JSON = {"Content-Type": "application/json"}
+
+
+def socket_path(home: Path) -> Path:
+    """Return where the daemon of ``home`` listens: ``<home>/run/gateway.sock``."""
+    return home / "run" / SOCKET_NAME
+
+
+class DaemonUnavailable(FamiliarError):
+    """No daemon answers on the control socket (missing, refused or hung up).
+
+    Attributes:
+        socket: the socket path that was tried.
+    """
+
+    def __init__(self, message: str, *, socket: Path) -> None:
+        super().__init__(message)
+        self.socket = socket
+
+
+class ControlError(FamiliarError):
+    """The daemon answered a control request with an error.
+
+    Attributes:
+        status: the HTTP status (4xx/5xx).
+    """
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RequestTooLarge(ControlError):
+    """The request body is over the control socket's limit (`MAX_BODY_BYTES`).
+
+    Raised before sending when the client can tell, else for the daemon's 413.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=413)
+
+
+def _check_size(body: bytes) -> None:
+    if len(body) > MAX_BODY_BYTES:
+        raise RequestTooLarge(
+            f"the request is too long: {len(body):,} bytes as sent, over the control "
+            f"socket's limit of {size_text(MAX_BODY_BYTES)}; send a shorter text, or put "
+            "it in a workspace file and ask about that file"
+        )
+
+
+class ControlClient:
+    """Talks to a running daemon over its control socket (HTTP/1.1, JSON).
+
+    Use as an async context manager, or call `close` when done::
+
+        async with ControlClient(home) as client:
+            print(await client.status())
+
+    Args:
+        home: FAMILIAR_HOME of the daemon.
+        connect_timeout: seconds to wait for the socket to accept a connection.
+    """
+
+    def __init__(self, home: Path, *, connect_timeout: float = _CONNECT_TIMEOUT) -> None:
+        self.socket = socket_path(home)
+        self._connect_timeout = connect_timeout
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                base_url=_BASE,
+                # No pool cap: thousands of concurrent sends each hold a connection.
+                connector=aiohttp.UnixConnector(path=str(self.socket), limit=0),
+                timeout=self._timeout(None),
+            )
+        return self._session
+
+    def _timeout(self, total: float | None) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(total=total, sock_connect=self._connect_timeout)
+
+    def _unavailable(self, exc: BaseException) -> DaemonUnavailable:
+        reason = getattr(exc, "os_error", None) or exc
+        text = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
+        return DaemonUnavailable(f"no gateway answers on {self.socket}: {text}", socket=self.socket)
+
+    async def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+        total: float | None = 30.0,
+    ) -> dict[str, Any]:
+        data = None
+        if body is not None:
+            # ensure_ascii=False: UTF-8 is half or a third the size of \u escapes.
+            data = json.dumps(body, ensure_ascii=False).encode(errors="surrogatepass")
+            _check_size(data)
+        try:
+            async with self._http().request(
+                method,
+                path,
+                params=params,
+                data=data,
+                headers=_JSON if data is not None else None,
+                timeout=self._timeout(total),
+            ) as resp:
+                await _raise_for_status(resp)
+                answer = await resp.json()
+        except _HUNG_UP as exc:
+            raise self._unavailable(exc) from exc
+        if not isinstance(answer, dict):
+            raise ControlError(
+                f"unexpected answer to {method} {path}: {answer!r}", status=resp.status
+            )
+        return answer
+
+    async def status(self) -> dict[str, Any]:
+        """``GET /v1/status``: uptime, channels, sessions, queue depth, provider."""
+        return await self._json("GET", "/v1/status")
+
+    async def message(self, message_id: str) -> dict[str, Any]:
+        """``GET /v1/messages/{id}``: the status of one message and its reply, if any."""
+        return await self._json("GET", f"/v1/messages/{quote(message_id, safe='')}")
+
+    async def sessions(self) -> list[dict[str, Any]]:
+        """``GET /v1/sessions``: every session (key, channel, counts, timestamps)."""
+        body = await self._json("GET", "/v1/sessions")
+        sessions = body.get("sessions", [])
+        return list(sessions) if isinstance(sessions, list) else []
+
+    async def session(
+        self, key: str, *, events: bool = False, message_id: str | None = None
+    ) -> dict[str, Any]:
+        """``GET /v1/sessions/{key}``: the session, its history and optionally its events.
+
+        Args:
+            key: the session key.
+            events: include the newest events (up to 10,000) of the session.
+            message_id: with ``events``, only the events of that message.
+
+        Raises:
+            ControlError: with status 404 when the session is unknown.
+        """
+        params = {"events": "1"} if events else None
+        if params is not None and message_id is not None:
+            params["message_id"] = message_id
+        return await self._json("GET", f"/v1/sessions/{quote(key, safe='')}", params=params)
+
+    async def mark_read(self, key: str, *, upto: int) -> int:
+        """``POST /v1/sessions/{key}/read``: mark unread replies up to id ``upto`` read."""
+        path = f"/v1/sessions/{quote(key, safe='')}/read"
+        answer = await self._json("POST", path, body={"upto": upto})
+        return int(answer.get("marked_read", 0))
+
+    async def config(self) -> dict[str, Any]:
+        """``GET /v1/config``: the daemon's effective config, secrets masked."""
+        return await self._json("GET", "/v1/config")
+
+    async def add_schedule(
+        self, *, kind: str, spec: str, prompt: str, session: str, timezone: str | None
+    ) -> dict[str, Any]:
+        """``POST /v1/schedules``: create a schedule and return it.
+
+        Raises:
+            ControlError: with status 400 and the reason when the daemon refuses it.
+        """
+        body = {"kind": kind, "spec": spec, "prompt": prompt, "session": session}
+        if timezone is not None:
+            body["timezone"] = timezone
+        return await self._json("POST", "/v1/schedules", body=body)
+
+    async def schedules(self) -> list[dict[str, Any]]:
+        """``GET /v1/schedules``: the active schedules of every session."""
+        body = await self._json("GET", "/v1/schedules")
+        schedules = body.get("schedules", [])
+        return list(schedules) if isinstance(schedules, list) else []
+
+    async def cancel_schedule(self, schedule_id: int) -> dict[str, Any]:
+        """``DELETE /v1/schedules/{id}``: cancel a schedule and return it.
+
+        Raises:
+            ControlError: with status 404 when there is no such active schedule.
+        """
+        return await self._json("DELETE", f"/v1/schedules/{schedule_id}")
+
+    async def memory(self, *, scope: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """``GET /v1/memory``: the newest memory entries (of one scope, if given)."""
+        params = {"limit": str(limit)} | ({"scope": scope} if scope else {})
+        body = await self._json("GET", "/v1/memory", params=params)
+        entries = body.get("entries", [])
+        return list(entries) if isinstance(entries, list) else []
+
+    async def search_memory(
+        self, query: str, *, scope: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        """``GET /v1/memory/search``: entries matching ``query``, best first.
+
+        Raises:
+            ControlError: with status 400 when the query has no words.
+        """
+        params = {"q": query, "limit": str(limit)} | ({"scope": scope} if scope else {})
+        body = await self._json("GET", "/v1/memory/search", params=params)
+        entries = body.get("entries", [])
+        return list(entries) if isinstance(entries, list) else []
+
+    async def forget_memory(self, entry_id: int) -> dict[str, Any]:
+        """``DELETE /v1/memory/{id}``: delete a memory entry of any scope and return it.
+
+        Raises:
+            ControlError: 404 when there is no such entry, 400 for a memory file's chunk.
+        """
+        return await self._json("DELETE", f"/v1/memory/{entry_id}")
+
+    async def send(
+        self,
+        session: str,
+        text: str,
+        *,
+        stream: bool = True,
+        timeout: float | None = None,
+        autopilot: bool = False,
+        client_id: str | None = None,
+    ) -> AsyncGenerator[StreamLine, None]:
+        """``POST /v1/messages``: publish a message and yield the NDJSON lines of its answer.
+
+        Yields `Accepted` first, then `DeltaLine`/`ProgressLine` (only with ``stream``),
+        and last `ReplyLine` or `TimeoutLine`. Leaving the iteration early disconnects but
+        does not cancel the message: the daemon still answers and stores the reply.
+
+        Each call sends a ``client_id`` (a fresh one unless given); when the connection
+        breaks before ``accepted`` arrives, the request is sent once more with the same
+        id, so the daemon stores the message once whether or not the first attempt
+        reached it. A caller that sends the same message again later (say, once a
+        restarted daemon is back) passes the same ``client_id`` for the same guarantee:
+        the daemon may have stored it and died before saying ``accepted``.
+
+        Args:
+            session: the session key, e.g. ``cli:default``.
+            text: the message text.
+            stream: ask for deltas and progress lines.
+            timeout: seconds the daemon waits for the reply before answering ``timeout``;
+                None waits as long as the turn takes.
+            autopilot: run the message in autopilot mode.
+            client_id: the message's idempotency id (1-128 of ``[A-Za-z0-9._:-]``);
+                default a fresh one.
+
+        Raises:
+            ValueError: ``text`` is not valid text (a lone surrogate); nothing was sent.
+            RequestTooLarge: the request would be over `MAX_BODY_BYTES`; nothing was sent.
+            DaemonUnavailable: no daemon answers, or it hung up before the last line.
+            ControlError: the daemon refused the message.
+        """
+        body = encode_body(
+            SendRequest.model_construct(
+                session=session,
+                text=text,
+                stream=stream,
+                timeout=timeout,
+                autopilot=autopilot,
+                client_id=client_id or uuid.uuid4().hex,
+            )
+        )
+        _check_size(body)
+        for attempt in (1, 2):
+            accepted = False
+            try:
+                async for line in self._send_once(body, timeout):
+                    accepted = True
+                    yield line
+                return
+            except DaemonUnavailable as exc:
+                if accepted or attempt == 2 or _nobody_listens(exc):
+                    raise
+                log.info("connection broke before accepted; sending again: %s", exc)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _send_once(
+        self, body: bytes, timeout: float | None
+    ) -> AsyncGenerator[StreamLine, None]:
+        # The daemon answers "timeout" itself; ours only guards against a hung daemon.
+        guard = self._timeout(None if timeout is None else timeout + 30.0)
+        final = False
+        try:
+            async with self._http().post(
+                "/v1/messages", data=body, headers=_JSON, timeout=guard
+            ) as resp:
+                await _raise_for_status(resp)
+                async for raw in _lines(resp):
+                    line = parse_line(raw)
+                    if line is None:
+                        continue
+                    final = isinstance(line, ReplyLine | TimeoutLine)
+                    yield line
+                    if final:
+                        return
+        except _HUNG_UP as exc:
+            raise self._unavailable(exc) from exc
+        if not final:
+            raise DaemonUnavailable(
+                f"the gateway on {self.socket} closed the stream before the reply",
+                socket=self.socket,
+            )
+
+    async def watch(self, session: str) -> AsyncGenerator[ReplyLine, None]:
+        """``GET /v1/watch/{session}``: yield the replies no sender received.
+
+        Runs until the daemon goes away (then it returns).
+        """
+        try:
+            async with self._http().get(
+                f"/v1/watch/{quote(session, safe='')}", timeout=self._timeout(None)
+            ) as resp:
+                await _raise_for_status(resp)
+                async for raw in _lines(resp):
+                    if isinstance(line := parse_line(raw), ReplyLine):
+                        yield line
+        except _HUNG_UP as exc:
+            raise self._unavailable(exc) from exc
+
+
+def _nobody_listens(exc: DaemonUnavailable) -> bool:
+    """No socket, or nobody accepts on it: the request cannot have reached a daemon."""
+    cause = exc.__cause__
+    reason = getattr(cause, "os_error", None) or cause
+    return isinstance(reason, FileNotFoundError | ConnectionRefusedError)
+
+
+async def _lines(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """Yield each line; lines may be longer than aiohttp's line limit."""
+    buffer = b""
+    async for chunk in resp.content.iter_any():
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            yield line
+    yield buffer
+
+
+async def _raise_for_status(resp: aiohttp.ClientResponse) -> None:
+    if resp.status < 400:
+        return
+    text = await resp.text()
+    try:
+        message = ErrorBody.model_validate_json(text).error
+    except ValueError:
+        message = text.strip() or resp.reason or "error"
+    if resp.status == 413:
+        raise RequestTooLarge(f"gateway answered 413: {message}")
+    raise ControlError(f"gateway answered {resp.status}: {message}", status=resp.status)

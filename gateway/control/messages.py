@@ -1,0 +1,185 @@
+"""``POST /v1/messages`` and ``GET /v1/watch/{session}``: talking through the CLI channel."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Literal, Protocol
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from channels.cli import ChannelStopped, CliChannel
+from core.bus.base import MessageLookup, ReplyWaiter
+from core.bus.ephemeral import EphemeralHub, Subscription
+from core.messages import EphemeralMessage, OutboundMessage, StreamDelta, new_message_id
+from core.session_keys import check_cli_key
+from gateway.control.protocol import (
+    Accepted,
+    DeltaLine,
+    ErrorBody,
+    ProgressLine,
+    ReplyLine,
+    SendRequest,
+    TimeoutLine,
+    encode_line,
+    validation_message,
+)
+
+__all__ = ["MessageRoutes", "RepliesBus", "error"]
+
+log = logging.getLogger(__name__)
+
+_NDJSON = {"Content-Type": "application/x-ndjson"}
+
+WaitEnded = Literal["timeout", "stopping"]
+"""Why a sender's wait ended without a reply (the `TimeoutLine` ``reason``)."""
+
+
+class RepliesBus(MessageLookup, ReplyWaiter, Protocol):
+    """What the message routes ask of the bus: lookups and waiting for a reply."""
+
+
+def error(status: int, message: str) -> web.Response:
+    """The control API's error answer."""
+    return web.json_response(ErrorBody(error=message).model_dump(), status=status)
+
+
+class MessageRoutes:
+    """Publishes through the CLI channel and streams the answer back as NDJSON."""
+
+    def __init__(self, *, cli: CliChannel, bus: RepliesBus, hub: EphemeralHub) -> None:
+        self._cli = cli
+        self._bus = bus
+        self._hub = hub
+
+    def add_to(self, app: web.Application) -> None:
+        app.router.add_post("/v1/messages", self.send)
+        app.router.add_get("/v1/watch/{key:.+}", self.watch)
+
+    async def send(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except ValueError:
+            return error(400, "the body must be JSON")
+        try:
+            ask = SendRequest.model_validate(body)
+        except ValidationError as exc:
+            return error(400, validation_message(exc))
+        async with contextlib.AsyncExitStack() as stack:
+            draft_id = new_message_id()
+            # Subscribed before publishing, so no delta comes before the subscription.
+            sub = await _subscribe(stack, self._hub, draft_id, ask.stream)
+            try:
+                submitted = await self._cli.submit(
+                    ask.session,
+                    ask.text,
+                    autopilot=ask.autopilot,
+                    client_id=ask.client_id,
+                    message_id=draft_id,
+                )
+            except ChannelStopped as exc:
+                return error(503, str(exc))
+            message_id = submitted.message_id
+            stack.callback(self._cli.detach, message_id)
+            if submitted.duplicate:
+                found = await self._bus.message_status(message_id)
+                if found is not None and found.session != ask.session:
+                    return error(
+                        409, f"client_id {ask.client_id!r} was used for session {found.session}"
+                    )
+                sub = await _subscribe(stack, self._hub, message_id, ask.stream)
+            response = web.StreamResponse(headers=_NDJSON)
+            try:
+                await response.prepare(request)
+                accepted = Accepted(message_id=message_id, session=ask.session)
+                await response.write(encode_line(accepted))
+                reply = await self._relay(response, message_id, sub, ask.timeout)
+                if isinstance(reply, OutboundMessage):
+                    final: ReplyLine | TimeoutLine = ReplyLine.of(reply)
+                else:
+                    final = TimeoutLine(message_id=message_id, session=ask.session, reason=reply)
+                await response.write(encode_line(final))
+                await response.write_eof()
+                if isinstance(reply, OutboundMessage):
+                    self._cli.handed(message_id)
+            except ConnectionResetError:
+                log.info("control client went away message_id=%s (reply is kept)", message_id)
+        return response
+
+    async def _relay(
+        self,
+        response: web.StreamResponse,
+        message_id: str,
+        sub: Subscription | None,
+        limit: float | None,
+    ) -> OutboundMessage | WaitEnded:
+        """Write ephemerals until the reply is there; the reply, or why none came."""
+        waiting = asyncio.ensure_future(self._wait_reply(message_id, limit))
+        try:
+            while sub is not None and not waiting.done():
+                getting = asyncio.ensure_future(sub.get())
+                try:
+                    await asyncio.wait({waiting, getting}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    getting.cancel()
+                if getting.done() and not getting.cancelled():
+                    await _write_ephemeral(response, getting.result())
+            while sub is not None and (item := sub.get_nowait()) is not None:
+                await _write_ephemeral(response, item)
+            return await waiting
+        finally:
+            waiting.cancel()
+
+    async def _wait_reply(
+        self, message_id: str, limit: float | None
+    ) -> OutboundMessage | WaitEnded:
+        """The reply through the bus; ``timeout`` after ``limit``, ``stopping`` when the
+        channel stops (the gateway is shutting down)."""
+        reply = asyncio.ensure_future(self._bus.wait_reply(message_id, limit))
+        stopped = asyncio.ensure_future(self._cli.until_stopped())
+        try:
+            await asyncio.wait({reply, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not reply.done():
+                reply.cancel()
+        if reply.done() and not reply.cancelled() and (found := reply.result()) is not None:
+            return found
+        return "stopping" if stopped.done() and not stopped.cancelled() else "timeout"
+
+    async def watch(self, request: web.Request) -> web.StreamResponse:
+        """NDJSON ``reply`` lines for the session's replies no sender received.
+
+        What ``familiar chat`` shows between turns: schedule firings, check-ins.
+        """
+        key = request.match_info["key"]
+        try:
+            check_cli_key(key)
+        except ValueError as exc:
+            return error(400, str(exc))
+        response = web.StreamResponse(headers=_NDJSON)
+        # Watching before the headers go out: once the client sees the response start,
+        # no reply can slip past it.
+        async with self._cli.watch(key) as queue:
+            with contextlib.suppress(ConnectionResetError):
+                await response.prepare(request)
+                while (reply := await queue.get()) is not None:
+                    await response.write(encode_line(ReplyLine.of(reply)))
+        return response
+
+
+async def _subscribe(
+    stack: contextlib.AsyncExitStack, hub: EphemeralHub, message_id: str, wanted: bool
+) -> Subscription | None:
+    if not wanted:
+        return None
+    return await stack.enter_async_context(hub.subscribe(message_id))
+
+
+async def _write_ephemeral(response: web.StreamResponse, item: EphemeralMessage) -> None:
+    line = (
+        DeltaLine(text=item.text) if isinstance(item, StreamDelta) else ProgressLine(text=item.text)
+    )
+    await response.write(encode_line(line))

@@ -1,0 +1,112 @@
+"""Semantic recall on a real store (SQLite and PostgreSQL) against the fake endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import text
+
+from core.memory.config import EmbeddingsConfig, MemoryConfig
+from core.memory.semantic import SemanticRecall
+from core.memory.service import Caller, MemoryService
+from core.store.engine import Store
+from tests.fakes.fake_openai import FakeOpenAI
+
+ALICE = Caller("cli:alice")
+CORPUS = [
+    "My car is parked on level three of the garage.",
+    "The dentist appointment moved to Friday morning.",
+    "Quarterly report numbers are kept in the finance spreadsheet.",
+    "Bob's cat is called Miso and is allergic to chicken.",
+]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as server:
+        yield server
+
+
+def _service(store: Store, base_url: str) -> MemoryService:
+    config = MemoryConfig(
+        embeddings=EmbeddingsConfig(
+            enabled=True, base_url=base_url, model="fake-embed", dimensions=64, timeout=2.0
+        )
+    )
+    semantic = SemanticRecall(store=store, config=config.embeddings)
+    return MemoryService(store=store, config=config, semantic=semantic)
+
+
+async def _vectors(store: Store) -> int:
+    async with store.read() as s:
+        conn = await s.connection()
+        return int((await conn.execute(text("SELECT count(*) FROM memory_vectors"))).scalar_one())
+
+
+async def test_meaning_without_shared_words_ranks_first(store: Store, fake: FakeOpenAI) -> None:
+    memory = _service(store, fake.base_url)
+    assert memory.semantic is not None
+    for line in CORPUS:
+        await memory.remember(ALICE, line, scope="global")
+    assert await memory.semantic.run_once() == len(CORPUS)
+    assert await _vectors(store) == len(CORPUS)
+
+    found = await memory.recall(ALICE, "automobile whereabouts")
+    assert found and found[0].text == CORPUS[0], [f.text for f in found]
+    found = await memory.recall(ALICE, "physician visit")
+    assert found[0].text == CORPUS[1]
+    # full-text matches still count: a shared word ranks its entry first
+    assert (await memory.recall(ALICE, "finance spreadsheet"))[0].text == CORPUS[2]
+    assert memory.semantic.index.backend in {"sqlite-vec", "pgvector", "python"}
+
+    forgotten = await memory.recall(ALICE, "automobile")
+    await memory.forget(ALICE, forgotten[0].id)
+    assert await _vectors(store) == len(CORPUS) - 1  # the vector went with its entry
+    await memory.semantic.stop()
+
+
+async def test_endpoint_down_recall_uses_full_text(
+    store: Store, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.embeddings_down[0] = True
+    memory = _service(store, fake.base_url)
+    assert memory.semantic is not None
+    caplog.set_level(logging.WARNING, logger="core.memory.semantic")
+    entry = await memory.remember(ALICE, CORPUS[0], scope="global")  # never fails
+    assert await memory.semantic.run_once() == 0
+    assert [e.id for e in await memory.recall(ALICE, "car garage")] == [entry.id]
+    assert await memory.recall(ALICE, "automobile whereabouts") == []
+    assert sum("endpoint failing" in r.message for r in caplog.records) == 1  # logged once
+
+    fake.embeddings_down[0] = False  # back: the background pass catches up
+    memory.semantic.config.__dict__["retry_seconds"] = 0.0
+    assert await memory.semantic.run_once() == 1
+    assert (await memory.recall(ALICE, "automobile whereabouts"))[0].id == entry.id
+    await memory.semantic.stop()
+
+
+async def test_unreachable_endpoint(store: Store) -> None:
+    memory = _service(store, "http://127.0.0.1:9/v1")
+    assert memory.semantic is not None
+    entry = await memory.remember(ALICE, CORPUS[1])
+    assert await memory.semantic.run_once() == 0
+    assert [e.id for e in await memory.recall(ALICE, "dentist")] == [entry.id]
+    await memory.semantic.stop()
+
+
+async def test_background_task_embeds_after_remember(store: Store, fake: FakeOpenAI) -> None:
+    memory = _service(store, fake.base_url)
+    assert memory.semantic is not None
+    await memory.semantic.start()
+    try:
+        await memory.remember(ALICE, CORPUS[0])
+        for _ in range(200):
+            if await _vectors(store) == 1:
+                break
+            await asyncio.sleep(0.02)
+        assert await _vectors(store) == 1
+    finally:
+        await memory.semantic.stop()

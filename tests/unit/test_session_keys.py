@@ -1,0 +1,59 @@
+"""The one session-name rule: CLI names and full session keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.session_keys import (
+    check_cli_key,
+    check_cli_name,
+    check_session_key,
+    cli_key,
+    session_key_for,
+)
+
+
+@pytest.mark.parametrize("name", ["a", "default", "A-z_0.9@+=", "n" * 128, "7days"])
+def test_good_cli_names(name: str) -> None:
+    assert check_cli_name(name) == name
+    assert cli_key(name) == f"cli:{name}"
+    assert check_cli_key(f"cli:{name}") == name
+    assert session_key_for(name) == f"cli:{name}"
+
+
+@pytest.mark.parametrize("name", ["", "a b", "x/y", "n" * 129, "émoji", ".hidden", "-x", "a:b"])
+def test_bad_cli_names(name: str) -> None:
+    with pytest.raises(ValueError, match=r"1-128 letters, digits or \._@"):
+        check_cli_name(name)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["cli:x", "slack:T1:C2:1712.5", "teams:19:abc@thread.v2", "subagent:ab12", "x:" + "y" * 510],
+)
+def test_good_session_keys(key: str) -> None:
+    assert check_session_key(key) == key
+    assert session_key_for(f" {key} ") == key
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("x:" + "y" * 511, "at most 512"),
+        ("nocolon", "<channel>:<name>"),
+        (":x", "<channel>:<name>"),
+        ("slack:", "<channel>:<name>"),
+        ("slack:a b", "no spaces"),
+        ("slack:a\tb", "no spaces"),
+        ("slack:a\x00b", "no spaces"),
+        ("cli:a/b", "session name"),
+    ],
+)
+def test_bad_session_keys(key: str, expected: str) -> None:
+    with pytest.raises(ValueError, match=expected):
+        check_session_key(key)
+
+
+def test_a_cli_key_must_be_cli() -> None:
+    with pytest.raises(ValueError, match="cli:NAME"):
+        check_cli_key("slack:x")
