@@ -7,6 +7,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from prompt_toolkit import PromptSession
@@ -69,6 +70,10 @@ class _LiveReply:
         self._live.update(Group(*parts))
 
 
+# How long a stopped turn may take to settle after /stop before the chat gives up on it.
+_STOPPED_TURN_WAIT = 30.0
+
+
 async def _chat_turn(client: ControlClient, key: str, text: str, console: Console) -> None:
     loop = asyncio.get_running_loop()
     interrupted = asyncio.Event()
@@ -88,18 +93,21 @@ async def _chat_turn(client: ControlClient, key: str, text: str, console: Consol
                     on_progress=view.progress,
                 )
             )
-            stop = asyncio.ensure_future(interrupted.wait())
             try:
-                await asyncio.wait({talk, stop}, return_when=asyncio.FIRST_COMPLETED)
+                if not await _settled(talk, interrupted, timeout=None):
+                    # Ctrl-C: send /stop, but keep this message's stream open so its
+                    # "Stopped." reply ends this turn here rather than arriving later
+                    # as an unsolicited reply. A second Ctrl-C stops waiting.
+                    interrupted.clear()
+                    await _chat_stop(client, key, console)
+                    await _settled(talk, interrupted, timeout=_STOPPED_TURN_WAIT)
             finally:
-                stop.cancel()
                 talk.cancel()  # no-op once done; else leaving the stream, not the message
                 with contextlib.suppress(asyncio.CancelledError):
                     await talk
     finally:
         loop.remove_signal_handler(signal.SIGINT)
     if talk.cancelled():
-        await _chat_stop(client, key, console)
         return
     outcome = talk.result()
     reply = outcome.reply
@@ -109,6 +117,18 @@ async def _chat_turn(client: ControlClient, key: str, text: str, console: Consol
         console.print(Markdown(reply["text"]))
     else:
         console.print(escape(reply["text"]), style="red")
+
+
+async def _settled(
+    talk: asyncio.Future[Any], interrupted: asyncio.Event, timeout: float | None
+) -> bool:
+    """Wait for ``talk`` until Ctrl-C or ``timeout``; True when it finished."""
+    stop = asyncio.ensure_future(interrupted.wait())
+    try:
+        await asyncio.wait({talk, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+    return talk.done()
 
 
 async def _chat_stop(client: ControlClient, key: str, console: Console) -> None:

@@ -301,9 +301,12 @@ def test_chat_ctrl_c_stops_the_reply(home: Path, fake_openai: str) -> None:
         _wait_llm_call(fake_openai, "!sleep 60")  # Ctrl-C on a turn inside the LLM call
         term.proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground job
         at = term.read_until(b"Stopping the running turn.", start=at)
+        # The stopped turn ends in this exchange, not later as an unsolicited reply.
+        at = term.read_until(b"Stopped.", start=at)
         term.read_until(b"you>", start=at)
         term.write(b"\x04")
         assert term.proc.wait(timeout=RUN_TIMEOUT) == 0
+    assert "scheduled" not in term.output.decode(errors="replace")
     deadline = time.monotonic() + RUN_TIMEOUT
     while True:  # the stopped turn settles after the /stop reply
         shown = familiar(home, "sessions", "show", "cli:stopper", "--events", "--json")
