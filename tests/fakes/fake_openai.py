@@ -154,6 +154,8 @@ class ToolThenText:
         return ToolCalls(((self.tool, dict(self.arguments)),))
 
 
+_RESULT_CHARS = 500
+"""How much of a tool result the request log keeps."""
 _SESSION_LINE = re.compile(r"^- Session: (\S+)$", re.MULTILINE)
 
 
@@ -175,6 +177,7 @@ def _log_entry(body: dict[str, Any], entry: Entry, expect: str | None) -> dict[s
         "messages": len(messages),
         "chars": sum(len(_text_of(m.get("content"))) for m in messages),
         "tool_result": tool_result is not None,
+        "tool_result_text": None if tool_result is None else tool_result[:_RESULT_CHARS],
         "tool_result_ok": tool_result is not None and (expect is None or expect in tool_result),
         "answer": answer[type(entry)],
     }
@@ -263,8 +266,12 @@ class FakeOpenAI(LoopbackServer):
 
     async def _received(self, request: web.Request) -> web.Response:
         """For tests that run the fake as a process: the last user text of each request
-        (its first 200 characters)."""
-        return web.json_response({"user_texts": [e["user_text"] for e in self.log]})
+        (its first 200 characters) and the tool results the requests carried (the first
+        500 characters of each)."""
+        results = [e["tool_result_text"] for e in self.log if e["tool_result_text"] is not None]
+        return web.json_response(
+            {"user_texts": [e["user_text"] for e in self.log], "tool_results": results}
+        )
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response(
