@@ -1,14 +1,18 @@
 """Memory benchmarks: (a) one session driven to 10,000 turns, (b) recall over 100,000 entries.
 
-Run: ``.venv/bin/python -m tests.bench.bench_memory [turns|recall|all] [--turns N]
-[--entries N] [--no-postgres]``.
+Run: ``.venv/bin/python -m tests.bench.bench_memory [turns|recall|all] [--small]
+[--turns N] [--rounds N] [--entries N] [--no-postgres]``.
 
-(a) drives one session through the core in-process (the real runtime, store, bus and
-compaction worker; a scripted model that also writes the summaries) and reports, around
-turn 10, 1,000 and 10,000, the gateway CPU per turn (process CPU time between publish
-and reply, every thread counted) and the prompt size sent to the model. (b) fills the
-memory table with synthetic entries in 101 scopes (Zipf-distributed words) and times
-``recall`` (own session + global, limit 5) on SQLite and, when reachable, PostgreSQL.
+(a) runs the core in-process (the real runtime, store, bus and compaction worker; a
+scripted model that also writes the summaries). It first builds sessions to turn 10
+(several), 1,000 and 10,000, then measures the three depths interleaved: each round
+sends one turn to each (order rotated per round), so the host's speed drifting over the
+run hits all three alike. Per depth it reports the gateway CPU per turn (process CPU
+time between publish and reply, every thread counted; median and mean) and the prompt
+size sent to the model, and the spread between depths. (b) fills the memory table with
+synthetic entries in 101 scopes (Zipf-distributed words) and times ``recall`` (own
+session + global, limit 5) on SQLite and, when reachable, PostgreSQL. ``--small`` is a
+quick run (depths 10 / 100 / 1,000, 100 rounds, 10,000 entries).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 
 from core.agent.config import AgentConfig
 from core.agent.context import ContextConfig
+from core.app import CoreApp
 from core.memory import Caller, MemoryConfig, MemoryService
 from core.memory.compaction import SUMMARY_SYSTEM_PROMPT
 from core.memory.models import MemoryRow
@@ -32,10 +37,7 @@ from core.providers.base import ChatRequest
 from core.providers.scripted import ScriptedProvider
 from core.store.engine import Store
 from tests.conftest import fresh_pg_database
-from tests.integration.harness import inbound, running_core
-
-WINDOW = 100
-"""Turns averaged at each measuring point."""
+from tests.integration.harness import Replies, inbound, running_core
 
 
 def _reply(request: ChatRequest) -> str:
@@ -46,89 +48,112 @@ def _reply(request: ChatRequest) -> str:
 
 
 WARMUP_TURNS = 300
-"""Turns of another session first, so turn 10 of the measured one is not also the
+"""Turns of another session first, so the first measured turns are not also the
 process's first (imports, first statement compilations, first compactions)."""
+SHORT_WINDOW = 100
+"""Turns measured per session at the shallow depth (10): several sessions of 10 turns
+each take over in turn, so that depth stays near 10 for every round."""
 
 
-async def bench_turns(turns: int) -> None:
-    points = sorted({10, min(1000, turns - WINDOW), turns - WINDOW})
-    cpu: list[float] = []
-    prompt: list[int] = []
+def _prompt_chars(requests: list[ChatRequest]) -> int:
+    """Characters the turn sent to the model (its own calls, not a summarising call)."""
+    turn = [r for r in requests if not r.system.startswith(SUMMARY_SYSTEM_PROMPT[:40])]
+    return sum(len(r.system) + sum(len(m.content) for m in r.messages) for r in turn)
+
+
+class _Driver:
+    """Sends one turn at a time through the running core and measures it."""
+
+    def __init__(self, app: CoreApp, replies: Replies, provider: ScriptedProvider) -> None:
+        self.app, self.replies, self.provider = app, replies, provider
+        self.turns: dict[str, int] = {}
+
+    async def turn(self, key: str) -> tuple[float, int]:
+        """One turn of session ``key``: (process CPU seconds, prompt characters)."""
+        n = self.turns.get(key, 0)
+        message = inbound(key, f"Please remember the number {n} for me.")
+        before = time.process_time()
+        await self.app.bus.publish_inbound(message)
+        await self.replies.wait([message.id])
+        cpu = time.process_time() - before
+        prompt = _prompt_chars(self.provider.requests)
+        # The test doubles keep everything; a gateway keeps none of it.
+        self.provider.requests.clear()
+        self.replies.by_inbound.clear()
+        self.replies.arrived_at.clear()
+        self.turns[key] = n + 1
+        return cpu, prompt
+
+    async def drive(self, key: str, upto: int) -> None:
+        while self.turns.get(key, 0) < upto:
+            await self.turn(key)
+
+
+def _spread(values: list[float]) -> str:
+    spread = (max(values) - min(values)) / min(values) * 100
+    return f"spread {spread:.1f}% ({'within' if spread <= 10 else 'OVER'} 10%)"
+
+
+async def bench_turns(depth: int, rounds: int) -> None:
+    """Sessions built to depths 10, ``depth // 10`` and ``depth`` first, then measured
+    interleaved: each round sends one turn to each depth (order rotated per round), so
+    the host's speed drifting over the run hits all three alike."""
+    depths = [10, max(11, depth // 10), depth]
+    short = [f"cli:d10-{i}" for i in range(-(-rounds // SHORT_WINDOW))]
     provider = ScriptedProvider(fn=_reply)
     agent = AgentConfig(context=ContextConfig(history_token_budget=1500, summary_max_chars=800))
+    cpu: dict[int, list[float]] = {d: [] for d in depths}
+    prompt: dict[int, list[int]] = {d: [] for d in depths}
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite+aiosqlite:///{Path(tmp) / 'familiar.db'}"
         async with running_core(
             store_url=url, workspace=Path(tmp) / "ws", provider=provider, agent=agent
         ) as (app, replies):
-            for n in range(WARMUP_TURNS):
-                warm = inbound("cli:warmup", f"Please remember the number {n} for me.")
-                await app.bus.publish_inbound(warm)
-                await replies.wait([warm.id])
-            provider.requests.clear()
-            replies.by_inbound.clear()
-            replies.arrived_at.clear()
-            warm_compactions = app.compaction.completed
+            driver = _Driver(app, replies, provider)
             started = time.perf_counter()
-            for n in range(turns):
-                message = inbound("cli:bench", f"Please remember the number {n} for me.")
-                before, seen = time.process_time(), 0
-                await app.bus.publish_inbound(message)
-                await replies.wait([message.id])
-                cpu.append(time.process_time() - before)
-                turn = [
-                    r
-                    for r in provider.requests[seen:]
-                    if not r.system.startswith(SUMMARY_SYSTEM_PROMPT[:40])
-                ]
-                prompt.append(
-                    sum(len(r.system) + sum(len(m.content) for m in r.messages) for r in turn)
-                )
-                # The test doubles keep everything; a gateway keeps none of it.
-                provider.requests.clear()
-                replies.by_inbound.clear()
-                replies.arrived_at.clear()
-            wall = time.perf_counter() - started
-            compactions = app.compaction.completed - warm_compactions
-            # The same first turns again, in a new session, right after turn 10,000: the
-            # machine's speed drifts over a minute; conversation length is what must not.
-            fresh_cpu: list[float] = []
-            for n in range(10 + WINDOW):
-                message = inbound("cli:fresh", f"Please remember the number {n} for me.")
-                before = time.process_time()
-                await app.bus.publish_inbound(message)
-                await replies.wait([message.id])
-                fresh_cpu.append(time.process_time() - before)
-                provider.requests.clear()
-                replies.by_inbound.clear()
-                replies.arrived_at.clear()
+            await driver.drive("cli:warmup", WARMUP_TURNS)
+            for key in short:
+                await driver.drive(key, depths[0])
+            await driver.drive("cli:mid", depths[1])
+            await driver.drive("cli:deep", depths[2])
+            built, build_compactions = time.perf_counter() - started, app.compaction.completed
+            build_turns = sum(driver.turns.values())
+            started = time.perf_counter()
+            for r in range(rounds):
+                keys = [short[r // SHORT_WINDOW], "cli:mid", "cli:deep"]
+                for i in range(3):
+                    slot = (r + i) % 3
+                    spent, size = await driver.turn(keys[slot])
+                    cpu[depths[slot]].append(spent)
+                    prompt[depths[slot]].append(size)
+            measured = time.perf_counter() - started
+            compactions = app.compaction.completed - build_compactions
+            reached = dict(driver.turns)
+    sessions = f"{len(short)} session{'s' if len(short) > 1 else ''}"
     print(
-        f"(a) one session, {turns:,} turns in {wall:.1f} s wall; {compactions:,} compactions "
-        f"(after {WARMUP_TURNS} warm-up turns of another session)"
+        f"(a) built: {build_turns:,} turns in {built:.1f} s wall ({WARMUP_TURNS} warm-up, "
+        f"{sessions} to turn {depths[0]}, one to {depths[1]:,}, one to {depths[2]:,}), "
+        f"{build_compactions:,} compactions"
+    )
+    print(
+        f"    measured: {rounds} rounds x 3 depths = {3 * rounds:,} turns interleaved in "
+        f"{measured:.1f} s wall, {compactions:,} compactions; sessions reached "
+        f"{reached['cli:mid']:,} and {reached['cli:deep']:,} turns"
     )
     # Whole-process CPU of a turn also catches whatever else ran meanwhile (a compaction
     # job, a WAL checkpoint), which lands on arbitrary turns: the median is the typical
     # turn, the mean includes those.
     print(f"    {'turns':>13} {'CPU/turn median':>16} {'mean':>7} {'prompt chars':>13}")
     rows = []
-    for p in points:
-        window = cpu[p : p + WINDOW]
-        median, mean = statistics.median(window) * 1000, statistics.mean(window) * 1000
-        size = statistics.mean(prompt[p : p + WINDOW])
+    for slot, d in enumerate(depths):
+        median, mean = statistics.median(cpu[d]) * 1000, statistics.mean(cpu[d]) * 1000
+        size = statistics.mean(prompt[d])
         rows.append((median, mean, size))
-        print(f"    {p:>6}-{p + WINDOW - 1:<6} {median:>13.2f} ms {mean:>7.2f} {size:>13.0f}")
+        last = d + (min(rounds, SHORT_WINDOW) if slot == 0 else rounds) - 1
+        label = f"{d}-{last}"
+        print(f"    {label:>13} {median:>13.2f} ms {mean:>7.2f} {size:>13.0f}")
     for name, col in (("CPU median", 0), ("CPU mean", 1), ("prompt", 2)):
-        values = [r[col] for r in rows]
-        spread = (max(values) - min(values)) / min(values) * 100
-        print(f"    {name}: spread {spread:.1f}% ({'within' if spread <= 10 else 'OVER'} 10%)")
-    fresh = statistics.median(fresh_cpu[10 : 10 + WINDOW]) * 1000
-    last = rows[-1][0]
-    spread = abs(last - fresh) / min(last, fresh) * 100
-    print(
-        f"    a new session's turns 10-{9 + WINDOW}, measured right after: median {fresh:.2f} ms"
-        f" vs {last:.2f} ms at turn {points[-1]:,}: {spread:.1f}%"
-        f" ({'within' if spread <= 10 else 'OVER'} 10%)"
-    )
+        print(f"    {name}: {_spread([r[col] for r in rows])}")
 
 
 def _vocabulary(rng: random.Random, size: int = 20_000) -> tuple[list[str], list[float]]:
@@ -205,12 +230,22 @@ async def bench_recall(count: int, postgres: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("which", nargs="?", choices=["turns", "recall", "all"], default="all")
-    parser.add_argument("--turns", type=int, default=10_000)
-    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--turns", type=int, default=None, help="deepest session (10,000)")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (400)")
+    parser.add_argument("--entries", type=int, default=None, help="recall corpus (100,000)")
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="a quick run: depths 10 / 100 / 1,000, 100 rounds, 10,000 entries",
+    )
     args = parser.parse_args()
+    small = args.small
+    args.turns = args.turns or (1000 if small else 10_000)
+    args.rounds = args.rounds or (100 if small else 400)
+    args.entries = args.entries or (10_000 if small else 100_000)
     if args.which in ("turns", "all"):
-        asyncio.run(bench_turns(args.turns))
+        asyncio.run(bench_turns(args.turns, args.rounds))
     if args.which in ("recall", "all"):
         asyncio.run(bench_recall(args.entries, not args.no_postgres))
 
