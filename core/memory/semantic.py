@@ -21,7 +21,7 @@ from core.background import BackgroundTask
 from core.memory.config import EmbeddingsConfig
 from core.memory.embeddings import EmbeddingClient, EmbeddingError
 from core.memory.search import Candidate
-from core.memory.vectors import VectorIndex
+from core.memory.vectors import Backend, VectorIndex
 from core.store.engine import Store
 
 __all__ = ["SemanticRecall", "blend"]
@@ -50,10 +50,15 @@ def blend(text: Sequence[Candidate], near: Sequence[Candidate], weight: float) -
 class SemanticRecall:
     """The embeddings client, the vector index and the background embedding pass."""
 
-    def __init__(self, *, store: Store, config: EmbeddingsConfig) -> None:
+    def __init__(
+        self, *, store: Store, config: EmbeddingsConfig, backend: Backend | None = None
+    ) -> None:
+        """``backend`` forces the vector search backend (None: probed at start)."""
         self.config = config
         self.client = EmbeddingClient(config)
-        self.index = VectorIndex(store=store, model=config.model, scan_limit=config.scan_limit)
+        self.index = VectorIndex(
+            store=store, model=config.model, scan_limit=config.scan_limit, backend=backend
+        )
         self._wake = asyncio.Event()
         self._worker = BackgroundTask("familiar-memory-embeddings")
         self._failed_at: float | None = None
@@ -87,6 +92,11 @@ class SemanticRecall:
         self._wake.set()
 
     async def start(self) -> None:
+        """Find the vector search backend (logged once) and start the background pass."""
+        try:
+            await self.index.detect()
+        except Exception:  # the store hiccuped: the first recall detects instead
+            log.exception("memory vector search: probing the backend failed")
         self._worker.start(self._loop)
 
     async def stop(self) -> None:

@@ -1,16 +1,20 @@
 """Entry vectors (table ``memory_vectors``, migration 0006) and nearest-neighbour search.
 
-The backend is found once: sqlite-vec loaded into the store's SQLite connections, or
-pgvector when PostgreSQL has (or lets us create) the ``vector`` extension. Without one,
-the newest ``[memory.embeddings] scan_limit`` vectors of the scopes are compared in
-Python (``scan_limit = 0``: no vector search, the full-text path alone); the choice is
-logged once. Vectors are stored normalized: float32 blobs on SQLite, ``real[]`` on
-PostgreSQL (cast to ``vector`` by pgvector at query time).
+The backend is found once, when semantic recall starts: sqlite-vec loaded into the
+store's SQLite connections, or pgvector when PostgreSQL has (or lets us create) the
+``vector`` extension. Without one, the newest ``[memory.embeddings] scan_limit`` vectors
+of the scopes are compared in Python (``scan_limit = 0``: no vector search, the
+full-text path alone); the choice and why are logged once at INFO, and ``familiar
+doctor`` reports the same probe (:func:`sqlite_vec_problem`, :func:`pgvector_state`).
+Vectors are stored normalized: float32 blobs on SQLite, ``real[]`` on PostgreSQL (cast
+to ``vector`` by pgvector at query time).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sqlite3
 import weakref
 from array import array
 from collections.abc import Sequence
@@ -22,7 +26,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from core.memory.search import Candidate
 from core.store.engine import Store
 
-__all__ = ["Backend", "VectorIndex"]
+__all__ = [
+    "PGVECTOR_STATES",
+    "Backend",
+    "PgVectorState",
+    "VectorIndex",
+    "describe",
+    "pgvector_state",
+    "sqlite_vec_problem",
+]
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +57,84 @@ _MISSING = text(
 )
 
 
+_UPSERT = text(
+    "INSERT INTO memory_vectors (entry_id, model, dims, vector) VALUES (:id, :m, :d, :v) "
+    "ON CONFLICT (entry_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, "
+    "vector = excluded.vector"
+)
+_PRESENT = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+_AVAILABLE = "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+
+
+def sqlite_vec_problem() -> str | None:
+    """Why sqlite-vec cannot be loaded into this Python's SQLite; None when it can.
+
+    Probed on a throwaway in-memory connection (blocking: call it in a thread).
+    """
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        return (
+            "this Python's sqlite3 cannot load extensions (built without "
+            "--enable-loadable-sqlite-extensions)"
+        )
+    try:
+        import sqlite_vec  # type: ignore[import-untyped]
+    except ImportError:
+        return "the sqlite-vec package is not installed (the memory extra)"
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.enable_load_extension(True)
+        probe.load_extension(sqlite_vec.loadable_path())
+    except (sqlite3.Error, AttributeError) as exc:
+        return f"sqlite-vec does not load: {exc}"
+    finally:
+        probe.close()
+    return None
+
+
+PgVectorState = Literal["created", "available", "missing"]
+PGVECTOR_STATES: dict[PgVectorState, str] = {
+    "created": "the vector extension is created in this database",
+    "available": "the vector extension is installed on the server but not created in "
+    "this database (the gateway tries CREATE EXTENSION at start)",
+    "missing": "the vector extension is not installed on the server",
+}
+
+
+async def pgvector_state(conn: AsyncConnection) -> PgVectorState:
+    """Whether PostgreSQL's ``vector`` extension is created, only installed, or missing."""
+    if (await conn.execute(text(_PRESENT))).first() is not None:
+        return "created"
+    if (await conn.execute(text(_AVAILABLE))).first() is not None:
+        return "available"
+    return "missing"
+
+
+def describe(backend: Backend, reason: str, scan_limit: int) -> str:
+    """One line on how semantic recall searches vectors (the log line, doctor)."""
+    what = {
+        "sqlite-vec": "sqlite-vec (vectors searched inside SQLite)",
+        "pgvector": "pgvector (vectors searched inside PostgreSQL)",
+        "python": f"python fallback: the newest {scan_limit} vectors of the scopes "
+        "compared in Python per recall ([memory.embeddings] scan_limit)",
+        "none": "none: full-text recall only ([memory.embeddings] scan_limit = 0)",
+    }[backend]
+    return f"{what}; {reason}" if reason else what
+
+
 class VectorIndex:
     """Stores entry vectors and finds the nearest ones among some scopes."""
 
-    def __init__(self, *, store: Store, model: str, scan_limit: int) -> None:
+    def __init__(
+        self, *, store: Store, model: str, scan_limit: int, backend: Backend | None = None
+    ) -> None:
+        """``backend`` forces one (None: found by :meth:`detect`)."""
         self._store = store
         self._model = model
         self._scan_limit = scan_limit
         self._sqlite = store.is_sqlite
-        self.backend: Backend | None = None
+        self.backend: Backend | None = backend
+        self.reason = "" if backend is None else "forced"
+        """Why ``backend`` was chosen over a faster one ("" when nothing was missing)."""
         self._loaded: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def _encode(self, vector: Sequence[float]) -> bytes | list[float]:
@@ -86,19 +167,9 @@ class VectorIndex:
             kept = [r for r in rows if r["id"] in alive]
             if not kept:
                 return
-            conn.execute(
-                text("DELETE FROM memory_vectors WHERE entry_id IN :ids").bindparams(
-                    bindparam("ids", expanding=True)
-                ),
-                {"ids": [r["id"] for r in kept]},
-            )
-            conn.execute(
-                text(
-                    "INSERT INTO memory_vectors (entry_id, model, dims, vector) "
-                    "VALUES (:id, :m, :d, :v)"
-                ),
-                kept,
-            )
+            # An upsert: two passes racing over the same entries (a second gateway on
+            # the same PostgreSQL) both succeed; the last vector wins.
+            conn.execute(_UPSERT, kept)
 
         if rows:
             await self._store.transact(job)
@@ -137,33 +208,53 @@ class VectorIndex:
         driver = raw.driver_connection
         if driver is None or driver in self._loaded:
             return
-        import sqlite_vec  # type: ignore[import-untyped]
+        import sqlite_vec
 
         await driver.enable_load_extension(True)
         await driver.load_extension(sqlite_vec.loadable_path())
         await driver.enable_load_extension(False)
         self._loaded.add(driver)
 
+    def describe(self) -> str:
+        """How vectors are searched, in words (after :meth:`detect`)."""
+        if self.backend is None:
+            return "not probed yet"
+        return describe(self.backend, self.reason, self._scan_limit)
+
+    async def detect(self) -> Backend:
+        """Find the backend now (once; logged at INFO with the reason for a fallback)."""
+        if self.backend is not None:
+            return self.backend
+        async with self._store.read() as s:
+            return await self._detect(await s.connection())
+
     async def _detect(self, conn: AsyncConnection) -> Backend:
         backend: Backend = "python" if self._scan_limit > 0 else "none"
         reason = ""
         if self._sqlite:
-            try:
-                await self._load(conn)
-                backend = "sqlite-vec"
-            except Exception as exc:
-                reason = f"sqlite-vec unavailable ({type(exc).__name__}: {exc})"
+            problem = await asyncio.to_thread(sqlite_vec_problem)
+            if problem is not None:
+                reason = f"sqlite-vec unavailable: {problem}"
+            else:
+                try:
+                    await self._load(conn)
+                    backend = "sqlite-vec"
+                except Exception as exc:
+                    reason = f"sqlite-vec unavailable ({type(exc).__name__}: {exc})"
         else:
             backend, reason = await self._pgvector(backend)
-        self.backend = backend
-        log.info("memory vector search: %s%s", backend, f"; {reason}" if reason else "")
-        return backend
+        if self.backend is None:  # two first recalls at once: log the choice once
+            self.backend, self.reason = backend, reason
+            log.info("memory vector search: %s", self.describe())
+        return self.backend
 
     async def _pgvector(self, fallback: Backend) -> tuple[Backend, str]:
-        present = "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
         try:
             async with self._store.engine.begin() as conn:
-                if (await conn.execute(text(present))).first() is None:
+                state = await pgvector_state(conn)
+                if state == "missing":
+                    return fallback, f"pgvector unavailable: {PGVECTOR_STATES[state]}"
+                if state == "available":
                     await conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
             return "pgvector", ""
         except Exception as exc:

@@ -24,6 +24,7 @@ from gateway.commands.common import (
     resolve_home,
     stdout_console,
 )
+from gateway.commands.doctor_memory import memory_checks
 from gateway.commands.doctor_store import store_checks
 from gateway.config import CONFIG_FILE, FamiliarConfig, load_config
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
@@ -223,6 +224,7 @@ async def _doctor(home: Path) -> list[_Check]:
         checks = [_Check("config valid", False, str(exc)), *_channel_config_error(exc)]
     checks += [_check_home(home), _check_workspace(home, config), *_check_http(config)]
     checks += [_Check(*check) for check in await store_checks(home, config)]
+    checks += [_Check(*check) for check in await memory_checks(home, config)]
     provider, sandbox, daemon = await asyncio.gather(
         _check_provider(config), _check_sandbox(config), _check_daemon(home)
     )
