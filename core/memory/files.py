@@ -47,11 +47,12 @@ def chunk_markdown(text: str, max_chars: int) -> list[str]:
     """Split Markdown by heading, then by paragraph, into chunks of at most ``max_chars``.
 
     A chunk keeps the heading of its section, so a paragraph found alone still says
-    what it is about. HTML comments (a template's instructions) and sections that are
-    only a heading are left out.
+    what it is about. HTML comments (a template's instructions), NUL characters and
+    sections that are only a heading are left out.
     """
     sections: list[list[str]] = [[]]
-    for line in _COMMENT.sub("", text).splitlines():
+    # NUL cannot be stored in PostgreSQL text (and never belongs in Markdown).
+    for line in _COMMENT.sub("", text.replace("\x00", "")).splitlines():
         if _HEADING.match(line) and any(s.strip() for s in sections[-1]):
             sections.append([])
         sections[-1].append(line)

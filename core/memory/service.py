@@ -33,6 +33,9 @@ _DAY = 86_400.0
 _RECENCY_WEIGHT = 0.3
 """Share of the score that recency can take away from an old entry."""
 _MAX_TAG_CHARS = 64
+_MAX_ID = 2**31 - 1
+"""Entry ids are 32-bit on PostgreSQL: a larger id cannot exist (and would be an SQL
+error there), so it is simply not found."""
 _table = MemoryRow.__table__  # type: ignore[attr-defined]
 _COLUMNS = (
     _table.c.id,
@@ -184,6 +187,10 @@ class MemoryService:
         body = text.strip()
         if not body:
             raise MemoryRefused("nothing to remember: the text is empty")
+        if "\x00" in body or any("\x00" in t for t in tags):
+            raise MemoryRefused(
+                "the text or a tag contains a NUL (\\x00) control character: remove it"
+            )
         if len(body) > self.config.max_entry_chars:
             raise MemoryRefused(
                 f"the text has {len(body)} characters; an entry holds at most "
@@ -229,6 +236,7 @@ class MemoryService:
             conn = await s.connection()
             if scopes is None:
                 scopes = [r[0] for r in (await conn.execute(select(_table.c.scope).distinct()))]
+            scopes = [k for k in scopes if "\x00" not in k]
             if not scopes:
                 return []
             found = await self._search.candidates(conn, terms, scopes, max(limit * 4, 40))
@@ -249,6 +257,8 @@ class MemoryService:
     async def list(self, *, scope: str | None = None, limit: int = 100) -> list[MemoryEntry]:
         """The newest entries (of one scope, if given)."""
         query = select(*_COLUMNS).order_by(_table.c.updated_at.desc(), _table.c.id.desc())
+        if scope is not None and "\x00" in scope:  # no such scope (and no SQL error)
+            return []
         if scope is not None:
             query = query.where(_table.c.scope == scope)
         async with self._store.read() as s:
@@ -257,6 +267,8 @@ class MemoryService:
         return [_entry(r) for r in rows]
 
     async def get(self, entry_id: int) -> MemoryEntry | None:
+        if not 0 < entry_id <= _MAX_ID:
+            return None
         async with self._store.read() as s:
             conn = await s.connection()
             row = (await conn.execute(select(*_COLUMNS).where(_table.c.id == entry_id))).first()

@@ -112,6 +112,9 @@ async def test_memory_file_becomes_recallable(store_url: str, tmp_path: Path) ->
         await eventually(lambda: finds("porto hotel", "Casa Verde"), timeout=15)
         assert not await finds("lisbon", "Casa Azul")
         assert not await finds("standup", "Standup")
+        # A NUL byte (PostgreSQL text cannot hold one) does not keep a file out.
+        (ws / "memory" / "odd.md").write_text("# Gym\n\nThe locker code is 4711\x00.\n")
+        await eventually(lambda: finds("locker code", "4711."), timeout=15)
 
 
 def compaction_script(*, fail_summary: bool) -> ScriptedProvider:

@@ -109,3 +109,27 @@ async def test_recency_breaks_ties(store: Store) -> None:
     new = await memory.remember(ALICE, "the gate code is 9902")
     found = await memory.recall(ALICE, "gate code")
     assert [e.id for e in found] == [new.id, old.id]
+
+
+@pytest.mark.parametrize(
+    ("text", "tags", "fragment"),
+    [("a\x00b", (), "control character"), ("ok", ["a\x00b"], "control character")],
+)
+async def test_nul_characters_are_refused_and_change_nothing(
+    memory: MemoryService, text: str, tags: list[str], fragment: str
+) -> None:
+    # PostgreSQL cannot store NUL in text: without the check this was a database error.
+    with pytest.raises(MemoryRefused, match=fragment):
+        await memory.remember(ALICE, text, tags=tags)
+    assert await memory.list() == []
+
+
+@pytest.mark.parametrize("entry_id", [0, 2**31, 2**63, -(2**63) - 1, 10**30])
+async def test_ids_outside_the_integer_range_are_not_found(
+    memory: MemoryService, entry_id: int
+) -> None:
+    with pytest.raises(MemoryNotFound):
+        await memory.forget(ALICE, entry_id)
+    with pytest.raises(MemoryNotFound):
+        await memory.delete_any(entry_id)
+    assert await memory.get(entry_id) is None
