@@ -52,6 +52,9 @@ def test_bad_input_is_a_clear_message(daemon: ControlStack, home: Path) -> None:
     assert result.exit_code == 1 and "no words" in result.stderr
     result = cli("memory", "forget", "abc", "--home", str(home))
     assert result.exit_code == 64 and "not a memory id" in result.stderr
+    for huge in ("99999999999", "9" * 40):  # past a 32-bit id: not found, no SQL error
+        result = cli("memory", "forget", huge, "--home", str(home))
+        assert result.exit_code == 1 and "no memory" in result.stderr, result.stderr
     result = cli("memory", "list", "--home", str(home))
     assert result.exit_code == 0
 
