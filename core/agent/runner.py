@@ -15,11 +15,19 @@ from core.event_data import (
     TurnEnd,
     TurnStart,
 )
-from core.providers.base import ChatMessage, ChatRequest, Completion, Provider, TextDelta, ToolSpec
+from core.providers.base import (
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    Provider,
+    TextDelta,
+    ToolCall,
+    ToolSpec,
+)
 from core.tools.base import ToolContext
-from core.tools.registry import ToolRegistry
+from core.tools.registry import ToolResult
 
-__all__ = ["NUDGE", "RunLimits", "RunObserver", "RunResult", "run_agent"]
+__all__ = ["NUDGE", "RunLimits", "RunObserver", "RunResult", "ToolExecutor", "run_agent"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +45,12 @@ class RunLimits:
     max_continuations: int = 0
     autopilot: bool = False
     stream: bool = True
+
+
+class ToolExecutor(Protocol):
+    """Runs one tool call: a `ToolRegistry`, or one wrapped in hooks."""
+
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult: ...
 
 
 class RunObserver(Protocol):
@@ -77,7 +91,7 @@ async def _call(
 async def run_agent(
     *,
     provider: Provider,
-    tools: ToolRegistry,
+    tools: ToolExecutor,
     specs: Sequence[ToolSpec],
     tool_context: ToolContext,
     system: str,
