@@ -29,7 +29,7 @@ class HooksConfig(BaseModel):
         max_context_chars: characters of ``additionalContext`` (or a block reason) kept
             from one hook; longer text is cut with a marker.
         env_passthrough: variables copied from the daemon's environment into the hooks'
-            (besides ``PATH``, ``LANG``, ``TERM``); never put secrets here.
+            (besides ``PATH``, ``LANG``, ``TERM``); ``FAMILIAR_*`` names are refused.
         reload_interval: seconds between checks whether hook files changed.
     """
 
@@ -49,4 +49,7 @@ class HooksConfig(BaseModel):
         bad = [n for n in names if not _ENV_NAME.fullmatch(n)]
         if bad:
             raise ValueError(f"not environment variable names: {', '.join(bad)}")
+        secret = [n for n in names if n.upper().startswith("FAMILIAR_")]
+        if secret:
+            raise ValueError(f"FAMILIAR_* variables hold the daemon's secrets: {', '.join(secret)}")
         return names

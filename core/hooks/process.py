@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["HookRun", "run_hook_process"]
+
+_DRAIN = 2.0
+"""Seconds to read what a killed hook's pipes still hold (a child that escaped its
+process group may keep them open)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,21 +30,26 @@ class HookRun:
     timed_out: bool = False
 
 
-class _TooMuch(Exception):
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.stream = stream
+@dataclass(slots=True)
+class _Capped:
+    """Reads a pipe to its end, keeping at most ``limit`` bytes; past that it calls
+    ``overflow`` once (which kills the hook) and discards the rest."""
 
+    limit: int
+    overflow: Callable[[], None]
+    data: bytearray = field(default_factory=bytearray)
+    over: bool = False
 
-async def _read_capped(stream: asyncio.StreamReader | None, limit: int, name: str) -> bytes:
-    if stream is None:
-        return b""
-    data = bytearray()
-    while chunk := await stream.read(65536):
-        data += chunk
-        if len(data) > limit:
-            raise _TooMuch(name)
-    return bytes(data)
+    async def read(self, stream: asyncio.StreamReader | None) -> None:
+        if stream is None:
+            return
+        while chunk := await stream.read(65536):
+            if self.over:
+                continue
+            self.data += chunk
+            if len(self.data) > self.limit:
+                self.over = True
+                self.overflow()
 
 
 async def _feed(stdin: asyncio.StreamWriter | None, payload: bytes) -> None:
@@ -88,29 +98,41 @@ async def run_hook_process(
         )
     except OSError as exc:
         return HookRun(None, failure=f"cannot start: {exc.strerror or exc}")
+    kill = functools.partial(_kill_group, proc.pid)
+    out, err = _Capped(max_output, kill), _Capped(max_output, kill)
     try:
         async with asyncio.timeout(timeout):
-            _, out, err, code = await asyncio.gather(
+            _, _, _, code = await asyncio.gather(
                 _feed(proc.stdin, payload),
-                _read_capped(proc.stdout, max_output, "stdout"),
-                _read_capped(proc.stderr, max_output, "stderr"),
+                out.read(proc.stdout),
+                err.read(proc.stderr),
                 proc.wait(),
             )
     except TimeoutError:
         await _reap(proc)
         return HookRun(None, failure=f"timed out after {timeout:g} s", timed_out=True)
-    except _TooMuch as exc:
-        await _reap(proc)
-        return HookRun(None, failure=f"wrote more than {max_output} bytes to {exc.stream}")
     except BaseException:
         await asyncio.shield(_reap(proc))
         raise
+    for name, capped in (("stdout", out), ("stderr", err)):
+        if capped.over:
+            return HookRun(None, failure=f"wrote more than {max_output} bytes to {name}")
     if code < 0:
-        return HookRun(code, out, err, failure=f"killed by signal {-code}")
-    return HookRun(code, out, err)
+        return HookRun(code, bytes(out.data), bytes(err.data), failure=f"killed by signal {-code}")
+    return HookRun(code, bytes(out.data), bytes(err.data))
+
+
+async def _discard(stream: asyncio.StreamReader | None) -> None:
+    if stream is not None:
+        while await stream.read(65536):
+            pass
 
 
 async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Kill the group, read the pipes to their end (so they close) and reap the process."""
     _kill_group(proc.pid)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(_DRAIN):
+            await asyncio.gather(_discard(proc.stdout), _discard(proc.stderr))
     with contextlib.suppress(ProcessLookupError):
         await proc.wait()

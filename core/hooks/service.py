@@ -42,7 +42,8 @@ class HookOutcome:
     """The merged answer of every hook that ran for one event.
 
     Attributes:
-        block: the reason of the first deny/block (declared order), or None.
+        block: the reasons of every deny/block (declared order, one per line), or None
+            (any deny wins over allows and rewrites).
         context: ``additionalContext`` texts, in declared order.
         args: replacement tool arguments (preToolUse; the last hook's wins).
         events: ``hook.blocked`` / ``hook.error`` events for the caller's session log.
@@ -256,7 +257,7 @@ class Hooks:
 
     def _merge(self, event: HookEvent, facts: Facts, results: Sequence[_Result]) -> HookOutcome:
         limit = self.config.max_context_chars
-        block: str | None = None
+        blocks: list[str] = []
         context: list[str] = []
         args: dict[str, Any] | None = None
         events: list[EventPayload] = []
@@ -271,7 +272,7 @@ class Hooks:
                 )
                 if event is HookEvent.PRE_TOOL_USE:  # fails closed
                     reason = f"{FAILED}: {r.error}"
-                    block = block or reason
+                    blocks.append(reason)
                     events.append(
                         HookBlocked(
                             hook=event.value, source=source, reason=reason, tool=facts.tool_name
@@ -281,7 +282,7 @@ class Hooks:
             answer = r.answer or Answer()
             if answer.block is not None:
                 if event in _BLOCKABLE:
-                    block = block or answer.block
+                    blocks.append(answer.block)
                     events.append(
                         HookBlocked(
                             hook=event.value,
@@ -302,6 +303,7 @@ class Hooks:
                 context.append(_cap(answer.context, limit))
             if answer.args is not None:
                 args = answer.args
+        block = "\n".join(blocks) if blocks else None
         if block is not None:
             args = None
         return HookOutcome(
