@@ -21,7 +21,7 @@ from core.bus.ephemeral import EphemeralHub
 from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
 from core.events import EventLog
-from core.hooks import Hooks, HooksConfig, default_sources
+from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
 from core.memory.semantic import SemanticRecall
 from core.memory.tools import memory_tools
@@ -206,6 +206,8 @@ async def build_core(
         commands=commands,
         sessions=sessions,
     )
+    if hook_runner is not None:
+        session_end_on_new(commands, hook_runner, workspace)
     return CoreApp(
         store=store,
         bus=bus,

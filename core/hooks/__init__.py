@@ -10,7 +10,7 @@ from .config import HooksConfig
 from .dialects import Facts
 from .loader import HookFileProblem, HookSet, HookSource, default_sources, load_hooks
 from .names import HookEvent
-from .points import HookedTools, ToolExecutor, TurnHooks
+from .points import HookedTools, TurnHooks, session_end_on_new
 from .service import HookOutcome, Hooks, facts_of
 
 __all__ = [
@@ -23,9 +23,9 @@ __all__ = [
     "HookedTools",
     "Hooks",
     "HooksConfig",
-    "ToolExecutor",
     "TurnHooks",
     "default_sources",
     "facts_of",
     "load_hooks",
+    "session_end_on_new",
 ]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
+from core.agent.commands import CommandHandler, CommandRouter
 from core.agent.runner import ToolExecutor
 from core.bus.base import Publisher
 from core.event_data import EventPayload
@@ -157,3 +159,23 @@ class TurnHooks:
             return
         facts = dataclasses.replace(self._facts, error=error, error_kind=kind)
         await _record_all(self._record, await self._hooks.fire(HookEvent.ERROR_OCCURRED, facts))
+
+
+def session_end_on_new(commands: CommandRouter, hooks: Hooks, workspace: Path) -> None:
+    """Fire ``sessionEnd`` (reason ``clear``) when ``/new`` ends a session's context."""
+
+    def wrapper(handler: CommandHandler) -> CommandHandler:
+        async def new(message: InboundMessage, args: str) -> str:
+            ctx = ToolContext(
+                workspace=workspace,
+                session_key=message.session_key,
+                channel=message.delivery.channel,
+                message_id=message.id,
+                message=message,
+            )
+            await hooks.session_end(ctx=ctx, reason="clear")
+            return await handler(message, args)
+
+        return new
+
+    commands.wrap("new", wrapper)

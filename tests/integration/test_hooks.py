@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from core.event_data import EventType, HookBlocked, HookError
-from core.hooks import HooksConfig
-from tests.integration.hook_rig import hook_rig, tool_results
+from core.hooks import Hooks, HooksConfig, default_sources
+from core.tools.base import ToolContext
+from tests.integration.hook_rig import HOOK_SCRIPT, HookRig, hook_rig, tool_results
 from tests.waiting import eventually
 
 
@@ -340,3 +341,87 @@ async def test_oversized_output_fails_the_hook(tmp_path: Path) -> None:
         await rig.send("go")
     (result,) = tool_results(rig.fake.requests[-1])
     assert "hook failed: wrote more than 1048576 bytes to stdout" in result
+
+
+async def test_session_end_fires_when_new_clears_the_context(tmp_path: Path) -> None:
+    async with hook_rig(tmp_path) as rig:
+        rig.write_copilot(
+            "life.json",
+            {
+                "sessionEnd": [{"bash": rig.command("ok")}],
+                "sessionStart": [{"bash": rig.command("ok")}],
+            },
+        )
+        await rig.send("hello")
+        await rig.send("/new")
+        await rig.send("hello again")
+    payloads = [c["payload"] for c in rig.calls()]
+    assert [(p.get("source"), p.get("reason")) for p in payloads] == [
+        ("startup", None),
+        (None, "clear"),
+        ("new", None),
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["copilot", "claude"])
+async def test_subagent_hooks_through_their_api(tmp_path: Path, fmt: str) -> None:
+    """Subagents are wired in by the subagent code; this drives the API they call."""
+    counter = tmp_path / "count"
+    (tmp_path / "hook.py").write_text(HOOK_SCRIPT)
+    workspace = tmp_path / "ws"
+    rig = HookRig(app=None, replies=None, fake=None, workspace=workspace, tmp=tmp_path)  # type: ignore[arg-type]
+    if fmt == "copilot":
+        rig.write_copilot(
+            "sub.json",
+            {
+                "subagentStart": [{"bash": rig.command("context"), "matcher": "review.*"}],
+                "subagentStop": [{"bash": rig.command("block-stop-1", str(counter))}],
+            },
+        )
+    else:
+        rig.write_claude(
+            {
+                "SubagentStart": [
+                    {"matcher": "reviewer", "hooks": [{"command": rig.command("context")}]}
+                ],
+                "SubagentStop": [
+                    {"hooks": [{"command": rig.command("block-stop-1", str(counter))}]}
+                ],
+            }
+        )
+    hooks = Hooks(
+        config=HooksConfig(), workspace=workspace, sources=default_sources(workspace, None)
+    )
+    parent = ToolContext(workspace=workspace, session_key="cli:t", channel="test", message_id="m1")
+    started = await hooks.subagent_start(
+        parent=parent, child_session_key="subagent:abc", agent_type="reviewer", prompt="review it"
+    )
+    other = await hooks.subagent_start(
+        parent=parent, child_session_key="subagent:def", agent_type="coder", prompt="code it"
+    )
+    stop1 = await hooks.subagent_stop(
+        parent=parent, child_session_key="subagent:abc", agent_type="reviewer", response="done?"
+    )
+    stop2 = await hooks.subagent_stop(
+        parent=parent,
+        child_session_key="subagent:abc",
+        agent_type="reviewer",
+        response="done!",
+        blocks_so_far=1,
+    )
+    assert started.context == (("CTX-x",) if fmt == "copilot" else ("CTX-SubagentStart",))
+    assert other.ran == 0 and other.context == ()
+    assert stop1.block == "keep going, round 1" and stop2.block is None
+    assert [type(e).__name__ for e in stop1.events] == ["HookBlocked"]
+    start, first_stop, second_stop = (c["payload"] for c in rig.calls())
+    if fmt == "copilot":
+        assert start["agentName"] == "reviewer" and start["agentDepth"] == 1
+        assert start["sessionId"] == "subagent:abc" and start["parentSessionId"] == "cli:t"
+        assert start["prompt"] == "review it"
+        assert first_stop["lastAssistantMessage"] == "done?"
+    else:
+        assert start["agent_type"] == "reviewer" and start["agent_depth"] == 1
+        assert start["agent_id"] == start["session_id"] == "subagent:abc"
+        assert start["parent_session_id"] == "cli:t" and start["prompt"] == "review it"
+        assert first_stop["last_assistant_message"] == "done?"
+    assert first_stop["stop_hook_active"] is False and second_stop["stop_hook_active"] is True
