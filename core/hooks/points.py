@@ -45,6 +45,11 @@ class HookedTools:
         self._record = record
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        loaded = await self._hooks.current()
+        if not (
+            loaded.for_event(HookEvent.PRE_TOOL_USE) or loaded.for_event(HookEvent.POST_TOOL_USE)
+        ):
+            return await self._tools.execute(call, ctx)  # no tool hook: nothing to build
         facts = dataclasses.replace(
             facts_of(ctx), tool_name=call.name, tool_args=call.arguments, call_id=call.id
         )
