@@ -19,7 +19,7 @@ from core.tools.registry import ToolResult
 from .names import HookEvent
 from .service import HookOutcome, Hooks, facts_of
 
-__all__ = ["HookedTools", "ToolExecutor", "TurnHooks"]
+__all__ = ["HookedTools", "TurnHooks", "session_end_on_new"]
 
 log = logging.getLogger(__name__)
 

@@ -425,3 +425,13 @@ async def test_subagent_hooks_through_their_api(tmp_path: Path, fmt: str) -> Non
         assert start["parent_session_id"] == "cli:t" and start["prompt"] == "review it"
         assert first_stop["last_assistant_message"] == "done?"
     assert first_stop["stop_hook_active"] is False and second_stop["stop_hook_active"] is True
+
+
+async def test_hooks_off_run_nothing(tmp_path: Path) -> None:
+    async with hook_rig(tmp_path, hooks=HooksConfig(enabled=False)) as rig:
+        rig.write_copilot("policy.json", {"preToolUse": [{"bash": rig.command("deny-rm")}]})
+        rig.fake.script([("exec", {"command": "echo ran; rm -rf nothing"})], "ok")
+        await rig.send("go")
+        assert rig.app.hooks is None
+    assert "ran" in tool_results(rig.fake.requests[-1])[-1]
+    assert rig.calls() == []
