@@ -207,7 +207,7 @@ async def build_core(
         sessions=sessions,
     )
     if hook_runner is not None:
-        session_end_on_new(commands, hook_runner, workspace)
+        session_end_on_new(commands, hook_runner, workspace, events)
     return CoreApp(
         store=store,
         bus=bus,

@@ -11,6 +11,7 @@ from core.agent.commands import CommandHandler, CommandRouter
 from core.agent.runner import ToolExecutor
 from core.bus.base import Publisher
 from core.event_data import EventPayload
+from core.events import Event, EventLog
 from core.messages import InboundMessage
 from core.providers.base import ToolCall
 from core.tools.base import ToolContext
@@ -166,7 +167,9 @@ class TurnHooks:
         await _record_all(self._record, await self._hooks.fire(HookEvent.ERROR_OCCURRED, facts))
 
 
-def session_end_on_new(commands: CommandRouter, hooks: Hooks, workspace: Path) -> None:
+def session_end_on_new(
+    commands: CommandRouter, hooks: Hooks, workspace: Path, events: EventLog
+) -> None:
     """Fire ``sessionEnd`` (reason ``clear``) when ``/new`` ends a session's context."""
 
     def wrapper(handler: CommandHandler) -> CommandHandler:
@@ -178,7 +181,14 @@ def session_end_on_new(commands: CommandRouter, hooks: Hooks, workspace: Path) -
                 message_id=message.id,
                 message=message,
             )
-            await hooks.session_end(ctx=ctx, reason="clear")
+            outcome = await hooks.session_end(ctx=ctx, reason="clear")
+            if outcome.events:
+                await events.append(
+                    *(
+                        Event(session_key=message.session_key, message_id=message.id, data=e)
+                        for e in outcome.events
+                    )
+                )
             return await handler(message, args)
 
         return new

@@ -355,11 +355,18 @@ async def test_session_end_fires_when_new_clears_the_context(tmp_path: Path) -> 
         await rig.send("hello")
         await rig.send("/new")
         await rig.send("hello again")
+        rig.write_copilot("broken-end.json", {"sessionEnd": [{"bash": rig.command("crash")}]})
+        await rig.send("/new")
+        events = await rig.app.events.list("cli:t")
+    (error,) = [e.data for e in events if isinstance(e.data, HookError)]
+    assert error.hook == "sessionEnd" and "boom" in error.error
     payloads = [c["payload"] for c in rig.calls()]
     assert [(p.get("source"), p.get("reason")) for p in payloads] == [
         ("startup", None),
         (None, "clear"),
         ("new", None),
+        (None, "clear"),  # both sessionEnd hooks of the second /new
+        (None, "clear"),
     ]
 
 
