@@ -21,7 +21,7 @@ from tests.fakes.fake_openai import FakeOpenAI
 from tests.integration.harness import Replies, inbound, running_core
 
 HOOK_SCRIPT = r"""
-import json, os, sys, time
+import json, os, sys
 log_path, mode = sys.argv[1], sys.argv[2]
 raw = sys.stdin.read()
 doc = json.loads(raw)
@@ -55,10 +55,6 @@ if mode == "crash":
 if mode == "garbage":
     print("this is not json")
     sys.exit(0)
-if mode == "hang":
-    with open(sys.argv[3], "w") as f:
-        f.write(str(os.getpid()))
-    time.sleep(600)
 if mode == "context":
     name = doc.get("hook_event_name", doc.get("toolName", "x"))
     print(json.dumps({"additionalContext": "CTX-" + name}))

@@ -165,7 +165,12 @@ async def test_a_crashing_or_hanging_pre_tool_use_refuses_the_call(tmp_path: Pat
             "hang.json",
             {
                 "preToolUse": [
-                    {"bash": rig.command("hang", str(pid_file)), "matcher": "exec", "timeoutSec": 1}
+                    {
+                        # a shell, not Python: written at once even on a loaded machine
+                        "bash": f"echo $$ > {pid_file}; exec sleep 600",
+                        "matcher": "exec",
+                        "timeoutSec": 2,
+                    }
                 ]
             },
         )
@@ -187,7 +192,7 @@ async def test_a_crashing_or_hanging_pre_tool_use_refuses_the_call(tmp_path: Pat
     crashed, hung, garbled = tool_results(rig.fake.requests[-1])
     assert crashed.startswith("error: denied by a preToolUse hook: hook failed")
     assert "exited with status 1: boom" in crashed
-    assert "hook failed: timed out after 1 s" in hung
+    assert "hook failed: timed out after 2 s" in hung
     assert "hook failed: unreadable answer" in garbled
     assert not marker.exists()
     pid = int(pid_file.read_text())

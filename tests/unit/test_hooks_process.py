@@ -51,8 +51,8 @@ async def test_a_hook_that_ignores_a_large_payload_is_fine(tmp_path: Path) -> No
 
 async def test_a_timeout_kills_the_group_grandchildren_too(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    run = await _run(tmp_path, f"sleep 600 & echo $! > {pids}; echo $$ >> {pids}; wait", timeout=1)
-    assert run.timed_out and run.failure == "timed out after 1 s"
+    run = await _run(tmp_path, f"sleep 600 & echo $! > {pids}; echo $$ >> {pids}; wait", timeout=2)
+    assert run.timed_out and run.failure == "timed out after 2 s"
     for pid in map(int, pids.read_text().split()):
         await eventually(lambda pid=pid: _gone(pid), what=f"pid {pid} killed")
 
