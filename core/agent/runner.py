@@ -15,19 +15,11 @@ from core.event_data import (
     TurnEnd,
     TurnStart,
 )
-from core.providers.base import (
-    ChatMessage,
-    ChatRequest,
-    Completion,
-    Provider,
-    TextDelta,
-    ToolCall,
-    ToolSpec,
-)
+from core.providers.base import ChatMessage, ChatRequest, Completion, Provider, TextDelta, ToolSpec
 from core.tools.base import ToolContext
-from core.tools.registry import ToolResult
+from core.tools.registry import ToolExecutor
 
-__all__ = ["NUDGE", "RunLimits", "RunObserver", "RunResult", "ToolExecutor", "run_agent"]
+__all__ = ["NUDGE", "RunLimits", "RunObserver", "RunResult", "run_agent"]
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +37,6 @@ class RunLimits:
     max_continuations: int = 0
     autopilot: bool = False
     stream: bool = True
-
-
-class ToolExecutor(Protocol):
-    """Runs one tool call: a `ToolRegistry`, or one wrapped in hooks."""
-
-    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult: ...
 
 
 class RunObserver(Protocol):

@@ -8,14 +8,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from core.agent.commands import CommandHandler, CommandRouter
-from core.agent.runner import ToolExecutor
 from core.bus.base import Publisher
 from core.event_data import EventPayload
 from core.events import Event, EventLog
 from core.messages import InboundMessage
 from core.providers.base import ToolCall
 from core.tools.base import ToolContext
-from core.tools.registry import ToolResult
+from core.tools.registry import ToolExecutor, ToolResult
 
 from .names import HookEvent
 from .service import HookOutcome, Hooks, facts_of
