@@ -91,7 +91,6 @@ class TurnHooks:
     ) -> None:
         self._hooks = hooks
         self._message = message
-        self._ctx = ctx
         self._record = record
         self._publisher = publisher
         self._facts = facts_of(ctx)
