@@ -21,6 +21,7 @@ from core.bus.ephemeral import EphemeralHub
 from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
 from core.events import EventLog
+from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
 from core.memory.semantic import SemanticRecall
 from core.memory.tools import memory_tools
@@ -65,6 +66,7 @@ class CoreApp:
     memory: MemoryService
     memory_files: MemoryFileIndexer
     compaction: CompactionWorker
+    hooks: Hooks | None = None
 
     async def start(self) -> None:
         await self.runtime.start()
@@ -102,12 +104,17 @@ async def build_core(
     extra_tools: Sequence[Tool] = (),
     memory: MemoryConfig | None = None,
     model: str | None = None,
+    hooks: HooksConfig | None = None,
+    hooks_dir: Path | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime.
 
     Args:
         extra_tools: more tools for the agent (tests, plugins), beside the built-in ones.
         model: the provider's model, for its tokenizer (`core.agent.tokens.for_model`).
+        hooks: the ``[hooks]`` section (default: hooks on).
+        hooks_dir: the operator's own hook folder (``$FAMILIAR_HOME/hooks``), read beside
+            the workspace's ``.github/hooks`` and ``.claude/settings*.json``.
     """
     await asyncio.to_thread(scaffold_workspace, workspace)
     if store is None:
@@ -156,6 +163,12 @@ async def build_core(
         agent_name=agent.name,
         tokens=for_model(model),
     )
+    hooks = hooks or HooksConfig()
+    hook_runner = (
+        Hooks(config=hooks, workspace=workspace, sources=default_sources(workspace, hooks_dir))
+        if hooks.enabled
+        else None
+    )
     owner = make_owner()
     compaction = CompactionWorker(
         store=store,
@@ -183,6 +196,7 @@ async def build_core(
         tool_deps=ToolDeps(schedules, approvals, memory_service),
         compaction=compaction if memory.compaction == "model" else None,
         notices=approvals,
+        hooks=hook_runner,
     )
     runtime = AgentRuntime(
         inbox=bus,
@@ -192,6 +206,8 @@ async def build_core(
         commands=commands,
         sessions=sessions,
     )
+    if hook_runner is not None:
+        session_end_on_new(commands, hook_runner, workspace, events)
     return CoreApp(
         store=store,
         bus=bus,
@@ -208,4 +224,5 @@ async def build_core(
         memory=memory_service,
         memory_files=MemoryFileIndexer(store=store, workspace=workspace, config=memory),
         compaction=compaction,
+        hooks=hook_runner,
     )

@@ -21,6 +21,8 @@ __all__ = [
     "DeliveryFailed",
     "EventPayload",
     "EventType",
+    "HookBlocked",
+    "HookError",
     "Idle",
     "ScheduleCancelled",
     "ScheduleCreated",
@@ -59,6 +61,7 @@ class EventType(StrEnum):
     SUBAGENT_COMPLETED = "subagent.completed"
     SUBAGENT_FAILED = "subagent.failed"
     HOOK_BLOCKED = "hook.blocked"
+    HOOK_ERROR = "hook.error"
     APPROVAL_REQUESTED = "tool.approval_requested"
     APPROVAL_DECIDED = "tool.approval_decided"
     DELIVERY_FAILED = "delivery.failed"
@@ -253,6 +256,30 @@ class Compaction:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HookBlocked:
+    """A hook denied a tool call or blocked a prompt or a stop (``hook`` names the event:
+    ``preToolUse``, ``userPromptSubmitted``, ``agentStop``...; ``source`` the hook file)."""
+
+    type: ClassVar[EventType] = EventType.HOOK_BLOCKED
+    hook: str
+    reason: str
+    source: str
+    tool: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookError:
+    """A hook crashed, timed out or answered nonsense (it failed open, except a
+    ``preToolUse`` hook, whose call was refused: see the ``hook.blocked`` beside it)."""
+
+    type: ClassVar[EventType] = EventType.HOOK_ERROR
+    hook: str
+    error: str
+    source: str
+    tool: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownEvent:
     """An event of a type this version does not know, kept as read."""
 
@@ -278,6 +305,8 @@ EventPayload = (
     | ApprovalDecided
     | DeliveryFailed
     | Compaction
+    | HookBlocked
+    | HookError
     | UnknownEvent
 )
 
@@ -301,6 +330,8 @@ _KNOWN: dict[str, type[Any]] = {
         ApprovalDecided,
         DeliveryFailed,
         Compaction,
+        HookBlocked,
+        HookError,
     )
 }
 

@@ -84,6 +84,9 @@ class InboundMessage(_Frozen):
     """Platform event id (or idempotency key); a second publish with it is dropped."""
     autopilot: bool = False
     schedule_id: int | None = None
+    hook_stop_blocks: int = 0
+    """For a message an ``agentStop`` hook enqueued: how many such blocks in a row led
+    to it (capped by ``hooks.max_consecutive_blocks``); 0 for every other message."""
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     """Caller data stored with the message (a webhook's ``metadata``); core never reads it."""
     created_at: datetime = Field(default_factory=utcnow)

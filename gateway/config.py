@@ -24,6 +24,7 @@ from channels.base import ChannelConfig
 from channels.cli import CliConfig
 from core.agent.config import AgentConfig
 from core.errors import ConfigError
+from core.hooks import HooksConfig
 from core.memory.config import MemoryConfig
 from core.providers.config import ProviderConfig
 from core.scheduling import SchedulerConfig
@@ -40,6 +41,7 @@ __all__ = [
     "UninstalledChannel",
     "config_model",
     "default_home",
+    "hooks_dir",
     "load_config",
     "store_url",
     "workspace_dir",
@@ -47,6 +49,7 @@ __all__ = [
 
 CONFIG_FILE = "config.toml"
 DB_FILE = "familiar.db"
+HOOKS_DIR = "hooks"
 
 
 class HttpConfig(BaseModel):
@@ -152,6 +155,7 @@ class FamiliarConfig(BaseSettings):
     log: LogConfig = Field(default_factory=LogConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
 
     @classmethod
@@ -209,6 +213,11 @@ def workspace_dir(home: Path, config: FamiliarConfig) -> Path:
 def store_url(home: Path, config: FamiliarConfig) -> str:
     """``store.url``, or the embedded SQLite file ``<home>/familiar.db``."""
     return config.store.url or f"sqlite+aiosqlite:///{home / DB_FILE}"
+
+
+def hooks_dir(home: Path) -> Path:
+    """The operator's own hook files: ``<home>/hooks/*.json`` (Copilot CLI format)."""
+    return home / HOOKS_DIR
 
 
 def default_home(env: dict[str, str] | None = None) -> Path:

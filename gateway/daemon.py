@@ -31,6 +31,7 @@ from gateway.config import (
     CONFIG_FILE,
     FamiliarConfig,
     default_home,
+    hooks_dir,
     load_config,
     store_url,
     workspace_dir,
@@ -303,6 +304,8 @@ class _Gateway:
             store=self.store,
             memory=self.config.memory,
             model=choice.config.effective_model if choice is not None else None,
+            hooks=self.config.hooks,
+            hooks_dir=hooks_dir(self.home),
         )
         await self.metrics.start_tail(self.core.bus, self.core.events)
         if self.config.http.enabled:

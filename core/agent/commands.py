@@ -43,6 +43,14 @@ class CommandRouter:
     def register(self, name: str, handler: CommandHandler, *, usage: str, summary: str) -> None:
         self._commands[name] = _Command(handler, usage, summary)
 
+    def wrap(self, name: str, wrapper: Callable[[CommandHandler], CommandHandler]) -> None:
+        """Replace the handler of ``name`` by ``wrapper(handler)`` (no-op if unknown)."""
+        command = self._commands.get(name)
+        if command is not None:
+            self._commands[name] = _Command(
+                wrapper(command.handler), command.usage, command.summary
+            )
+
     def handles(self, text: str) -> bool:
         parsed = parse_command(text)
         return parsed is not None

@@ -17,7 +17,7 @@ from core.event_data import (
 )
 from core.providers.base import ChatMessage, ChatRequest, Completion, Provider, TextDelta, ToolSpec
 from core.tools.base import ToolContext
-from core.tools.registry import ToolRegistry
+from core.tools.registry import ToolExecutor
 
 __all__ = ["NUDGE", "RunLimits", "RunObserver", "RunResult", "run_agent"]
 
@@ -77,7 +77,7 @@ async def _call(
 async def run_agent(
     *,
     provider: Provider,
-    tools: ToolRegistry,
+    tools: ToolExecutor,
     specs: Sequence[ToolSpec],
     tool_context: ToolContext,
     system: str,

@@ -14,6 +14,7 @@ from core.agent.context import ContextBuilder
 from core.bus.base import Inbox
 from core.bus.ephemeral import EphemeralHub
 from core.events import EventLog
+from core.hooks import Hooks
 from core.providers.base import Provider
 from core.sessions import SessionStore
 from core.store.engine import Store
@@ -70,3 +71,5 @@ class TurnServices:
     """Summarises history that left the window after the reply; None: the turn folds
     it extractively itself."""
     no_provider_hint: str = NO_PROVIDER_HINT
+    hooks: Hooks | None = None
+    """Lifecycle hooks (``[hooks]``); None: none run, at no cost."""

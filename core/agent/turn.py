@@ -25,6 +25,7 @@ from core.event_data import (
     UserMessage,
 )
 from core.events import Event, EventLog
+from core.hooks import TurnHooks
 from core.messages import (
     InboundMessage,
     OutboundKind,
@@ -249,13 +250,24 @@ class TurnHandler:
             session_key=state.key, channel=message.delivery.channel, tools=specs, summary=summary
         )
         observer = _TurnObserver(hub=s.hub, events=s.events, message=message)
+        hooks = TurnHooks(
+            hooks=s.hooks,
+            message=message,
+            ctx=tool_context,
+            record=observer.event,
+            publisher=s.inbox,
+        )
         try:
+            fresh = len(history) == 1 and state.summary is None
+            blocked = await hooks.prompt(fresh=fresh, epoch=state.epoch)
+            if blocked is not None:
+                return self._prompt_blocked(message, state, blocked, observer.take())
             result = await run_agent(
                 provider=provider,
-                tools=s.tools,
+                tools=hooks.tools(s.tools),
                 specs=specs,
                 tool_context=tool_context,
-                system=system,
+                system=hooks.system(system),
                 history=window.messages,
                 limits=RunLimits(
                     max_iterations=s.config.max_iterations,
@@ -265,8 +277,10 @@ class TurnHandler:
                 ),
                 observer=observer,
             )
+            await hooks.stopped(text=result.text, stop=result.stop)
         except ProviderError as exc:
             log.warning("provider failed status=%s error=%s", exc.status, exc)
+            await hooks.failed(str(exc), type(exc).__name__)
             error = self._error_event(message, str(exc), type(exc).__name__)
             return _Outcome(f"The LLM provider failed: {exc}", "error", [*observer.take(), error])
         except asyncio.CancelledError:
@@ -280,6 +294,7 @@ class TurnHandler:
             return _Outcome("Stopped.", "reply", [*observer.take(), stopped])
         except Exception as exc:
             log.exception("turn failed")
+            await hooks.failed(str(exc), type(exc).__name__)
             error = self._error_event(message, str(exc), type(exc).__name__)
             text = f"Something went wrong on my side ({type(exc).__name__}); it is logged."
             return _Outcome(text, "error", [*observer.take(), error])
@@ -287,6 +302,21 @@ class TurnHandler:
         if s.notices is not None:
             outcome.text += await s.notices.notice(message.id)
         return outcome
+
+    def _prompt_blocked(
+        self, message: InboundMessage, state: SessionState, reason: str, events: list[Event]
+    ) -> _Outcome:
+        """A userPromptSubmitted hook blocked the prompt: its reason is the reply."""
+        s = self._s
+
+        def write(conn: Connection) -> None:
+            reply = ChatMessage(role="assistant", content=reason)
+            s.sessions.add_messages_in(
+                conn, key=state.key, epoch=state.epoch, inbound_id=message.id, messages=[reply]
+            )
+            s.sessions.touch_in(conn, key=state.key, added=2)
+
+        return _Outcome(reason, "reply", events, write, idle=Idle(llm_calls=0, stop="hook_blocked"))
 
     def _finished(
         self,

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -16,7 +17,7 @@ from .base import Tool, ToolContext
 from .decorator import validation_message
 from .policy import ToolPolicy
 
-__all__ = ["ToolRegistry", "ToolResult"]
+__all__ = ["ToolExecutor", "ToolRegistry", "ToolResult"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +30,12 @@ class ToolResult:
     name: str
     content: str
     is_error: bool = False
+
+
+class ToolExecutor(Protocol):
+    """Runs one tool call: a `ToolRegistry`, or a wrapper around one (hooks)."""
+
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult: ...
 
 
 class ToolRegistry:

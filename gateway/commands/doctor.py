@@ -1,4 +1,4 @@
-"""``familiar doctor``: check config, home, workspace, store, provider, gateway, channels."""
+"""``familiar doctor``: check config, home, workspace, store, provider, hooks, gateway, channels."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 
 from core.errors import ConfigError
+from core.hooks import default_sources, load_hooks
 from core.providers.config import ProviderConfig
 from core.tools.sandbox import choose_sandbox
 from gateway.commands.common import (
@@ -26,7 +27,7 @@ from gateway.commands.common import (
 )
 from gateway.commands.doctor_memory import memory_checks
 from gateway.commands.doctor_store import store_checks
-from gateway.config import CONFIG_FILE, FamiliarConfig, load_config
+from gateway.config import CONFIG_FILE, FamiliarConfig, hooks_dir, load_config, workspace_dir
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.plugins import ChannelPlugins, build_channels, discover_channels
 from gateway.provider_detect import detect_provider
@@ -180,6 +181,26 @@ def _running(channel: dict[str, Any]) -> _Check:
     return _Check(label, False, reason)
 
 
+async def _check_hooks(home: Path, config: FamiliarConfig | None) -> list[_Check]:
+    """The hook files load (each malformed one is its own failed check)."""
+    name = "hook files"
+    if config is None:
+        return [_Check(name, False, "skipped: the config is invalid")]
+    if not config.hooks.enabled:
+        return [_Check(name, True, "hooks are off (hooks.enabled = false)")]
+    sources = default_sources(workspace_dir(home, config), hooks_dir(home))
+    hooks = await asyncio.to_thread(load_hooks, sources)
+    checks = [_Check(f"hook file {p.path}", False, p.reason) for p in hooks.problems]
+    if hooks.disabled_by is not None:
+        checks.append(
+            _Check(name, True, f"disableAllHooks is set in {hooks.disabled_by}", warn=True)
+        )
+    elif not hooks.problems:
+        summary = f"{hooks.count} hooks from {len(hooks.files)} files" if hooks.files else "none"
+        checks.append(_Check(name, True, summary))
+    return checks
+
+
 def _check_channels(config: FamiliarConfig | None, plugins: ChannelPlugins) -> list[_Check]:
     """Installed plugins load; each enabled channel accepts its table (credentials too)."""
     checks = [
@@ -225,10 +246,13 @@ async def _doctor(home: Path) -> list[_Check]:
     checks += [_check_home(home), _check_workspace(home, config), *_check_http(config)]
     checks += [_Check(*check) for check in await store_checks(home, config)]
     checks += [_Check(*check) for check in await memory_checks(home, config)]
-    provider, sandbox, daemon = await asyncio.gather(
-        _check_provider(config), _check_sandbox(config), _check_daemon(home)
+    provider, sandbox, hooks, daemon = await asyncio.gather(
+        _check_provider(config),
+        _check_sandbox(config),
+        _check_hooks(home, config),
+        _check_daemon(home),
     )
-    return [*checks, provider, sandbox, *_check_channels(config, plugins), *daemon]
+    return [*checks, provider, sandbox, *hooks, *_check_channels(config, plugins), *daemon]
 
 
 def doctor(home: HomeOption = None) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from core.agent.config import AgentConfig
 from core.app import CoreApp, build_core
+from core.hooks import HooksConfig
 from core.messages import Delivery, InboundMessage, OutboundMessage, utcnow
 from core.providers.base import Provider
 from core.scheduling import SchedulerConfig
@@ -62,6 +63,8 @@ async def running_core(
     scheduler: SchedulerConfig | None = None,
     schedule_clock: Callable[[], datetime] = utcnow,
     extra_tools: Sequence[Tool] = (),
+    hooks: HooksConfig | None = None,
+    hooks_dir: Path | None = None,
 ) -> AsyncIterator[tuple[CoreApp, Replies]]:
     app = await build_core(
         extra_tools=extra_tools,
@@ -72,6 +75,8 @@ async def running_core(
         provider=provider,
         scheduler=scheduler,
         schedule_clock=schedule_clock,
+        hooks=hooks,
+        hooks_dir=hooks_dir,
     )
     replies = Replies(app)
     pump = asyncio.create_task(replies.pump())

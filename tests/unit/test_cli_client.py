@@ -433,6 +433,26 @@ def test_doctor_checks_enabled_channels(daemon: ControlStack, home: Path) -> Non
     assert "idle" not in result.stdout
 
 
+def test_doctor_reports_malformed_hook_files(daemon: ControlStack, home: Path) -> None:
+    _write_config(home, '[provider]\nkind = "scripted"\n')
+    hooks = home / "workspace" / ".github" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "broken.json").write_text('{"hooks": {"preToolUse": [{"bash": ""}]}}')
+    (hooks / "fine.json").write_text('{"version": 1, "hooks": {"agentStop": [{"bash": "true"}]}}')
+    (home / "hooks").mkdir()
+    (home / "hooks" / "mine.json").write_text("{nope")
+    result = cli("doctor", "--home", str(home))
+    assert result.exit_code == 1
+    out = result.stdout.replace("\n", " ")
+    assert f"✗ hook file {hooks / 'broken.json'}: hooks.preToolUse[0].bash is not" in out
+    assert f"✗ hook file {home / 'hooks' / 'mine.json'}: not JSON" in out
+    (hooks / "broken.json").unlink()
+    (home / "hooks" / "mine.json").unlink()
+    result = cli("doctor", "--home", str(home))
+    assert result.exit_code == 0, result.stdout
+    assert "✓ hook files: 1 hooks from 1 files" in result.stdout
+
+
 def test_doctor_invalid_config(home: Path) -> None:
     _write_config(home, "this is not toml = = =\n")
     result = cli("doctor", "--home", str(home))

@@ -1,0 +1,335 @@
+"""Reads hook files (Copilot CLI ``hooks`` JSON, Claude Code ``settings.json``) into commands.
+
+A file is all or nothing: one that cannot be read, is not JSON, or has a malformed
+entry is reported (file and reason) and contributes no hook; the other files load.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .names import TOOL_ALIASES, Dialect, HookEvent, dialect_of, normalise_event
+
+__all__ = [
+    "HookCommand",
+    "HookFileProblem",
+    "HookSet",
+    "HookSource",
+    "Matcher",
+    "default_sources",
+    "fingerprint",
+    "load_hooks",
+]
+
+log = logging.getLogger(__name__)
+
+SourceKind = Literal["copilot", "claude"]
+_PLAIN_NAMES = re.compile(r"[A-Za-z0-9_\-]+(?:\s*[|,]\s*[A-Za-z0-9_\-]+)*")
+_UNSUPPORTED_TYPES = ("http", "prompt", "agent", "mcp_tool")
+
+
+@dataclass(frozen=True, slots=True)
+class HookSource:
+    """Where hooks are read from: a folder of Copilot ``*.json`` files, or one Claude
+    Code settings file (its ``hooks`` key)."""
+
+    path: Path
+    kind: SourceKind
+
+
+def default_sources(workspace: Path, user_dir: Path | None) -> list[HookSource]:
+    """The places familiar reads hooks from, in the order they run.
+
+    Args:
+        workspace: ``.github/hooks/*.json`` and ``.claude/settings{,.local}.json`` in it.
+        user_dir: ``$FAMILIAR_HOME/hooks`` (``*.json`` in the Copilot format).
+    """
+    sources = [HookSource(workspace / ".github" / "hooks", "copilot")]
+    if user_dir is not None:
+        sources.append(HookSource(user_dir, "copilot"))
+    claude = workspace / ".claude"
+    sources += [
+        HookSource(claude / "settings.json", "claude"),
+        HookSource(claude / "settings.local.json", "claude"),
+    ]
+    return sources
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    """Which names (tool, agent type, source) a hook entry applies to."""
+
+    pattern: re.Pattern[str] | None = None
+    names: frozenset[str] | None = None
+    anchored: bool = True
+
+    def matches(self, name: str) -> bool:
+        candidates = (name, *TOOL_ALIASES.get(name, ()))
+        if self.names is not None:
+            return any(c in self.names for c in candidates)
+        if self.pattern is None:
+            return True
+        if self.anchored:
+            return any(self.pattern.fullmatch(c) for c in candidates)
+        return any(self.pattern.search(c) for c in candidates)
+
+
+MATCH_ALL = Matcher()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookCommand:
+    """One command hook, ready to run."""
+
+    event: HookEvent
+    event_name: str
+    """The event as the file spells it (sent as ``hook_event_name``)."""
+    dialect: Dialect
+    argv: tuple[str, ...]
+    cwd: str | None = None
+    """Relative to the workspace unless absolute."""
+    env: tuple[tuple[str, str], ...] = ()
+    timeout: float | None = None
+    """None: ``hooks.default_timeout``."""
+    matcher: Matcher = MATCH_ALL
+    source: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.source}:{self.event_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class HookFileProblem:
+    """A hook file that was not loaded, and why."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class HookSet:
+    """Every loaded hook by event, plus what could not be loaded."""
+
+    commands: dict[HookEvent, tuple[HookCommand, ...]] = field(default_factory=dict)
+    problems: tuple[HookFileProblem, ...] = ()
+    files: tuple[Path, ...] = ()
+    """Files that loaded (with or without hooks)."""
+    disabled_by: Path | None = None
+    """A file with ``"disableAllHooks": true``: no hook runs."""
+
+    def for_event(self, event: HookEvent) -> tuple[HookCommand, ...]:
+        if self.disabled_by is not None:
+            return ()
+        return self.commands.get(event, ())
+
+    @property
+    def count(self) -> int:
+        return sum(len(c) for c in self.commands.values())
+
+
+class _Malformed(ValueError):
+    """A hook file does not have the expected shape (the message says where)."""
+
+
+def _files(sources: Iterable[HookSource]) -> list[tuple[Path, SourceKind]]:
+    found: list[tuple[Path, SourceKind]] = []
+    for source in sources:
+        if source.kind == "copilot":
+            if source.path.is_dir():
+                found += [(p, "copilot") for p in sorted(source.path.glob("*.json"))]
+        elif source.path.is_file():
+            found.append((source.path, "claude"))
+    return found
+
+
+def fingerprint(sources: Iterable[HookSource]) -> tuple[tuple[str, int, int], ...]:
+    """What changes when a hook file is added, removed or edited (blocking: stats files)."""
+    out: list[tuple[str, int, int]] = []
+    for path, _ in _files(sources):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        out.append((str(path), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+def load_hooks(sources: Sequence[HookSource]) -> HookSet:
+    """Read every hook file of ``sources`` (blocking: run it in a thread)."""
+    commands: dict[HookEvent, list[HookCommand]] = {}
+    problems: list[HookFileProblem] = []
+    loaded: list[Path] = []
+    disabled_by: Path | None = None
+    for path, kind in _files(sources):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            parsed, disable = _parse_file(data, path, kind)
+        except OSError as exc:
+            problems.append(HookFileProblem(path, f"cannot read: {exc.strerror or exc}"))
+            continue
+        except UnicodeDecodeError:
+            problems.append(HookFileProblem(path, "not UTF-8 text"))
+            continue
+        except json.JSONDecodeError as exc:
+            problems.append(HookFileProblem(path, f"not JSON: {exc}"))
+            continue
+        except _Malformed as exc:
+            problems.append(HookFileProblem(path, str(exc)))
+            continue
+        loaded.append(path)
+        if disable and disabled_by is None:
+            disabled_by = path
+        for command in parsed:
+            commands.setdefault(command.event, []).append(command)
+    for problem in problems:
+        log.warning("hook file not loaded path=%s reason=%s", problem.path, problem.reason)
+    if disabled_by is not None:
+        log.warning("disableAllHooks is set in %s: no hook runs", disabled_by)
+    return HookSet(
+        commands={e: tuple(c) for e, c in commands.items()},
+        problems=tuple(problems),
+        files=tuple(loaded),
+        disabled_by=disabled_by,
+    )
+
+
+def _parse_file(data: Any, path: Path, kind: SourceKind) -> tuple[list[HookCommand], bool]:
+    if not isinstance(data, dict):
+        raise _Malformed("the top level is not a JSON object")
+    version = data.get("version")
+    if version is not None and version != 1:
+        raise _Malformed(f"unsupported version {version!r} (expected 1)")
+    disable = data.get("disableAllHooks", False)
+    if not isinstance(disable, bool):
+        raise _Malformed('"disableAllHooks" is not true or false')
+    hooks = data.get("hooks")
+    if hooks is None:
+        if kind == "copilot":
+            raise _Malformed('no "hooks" object')
+        return [], disable
+    if not isinstance(hooks, dict):
+        raise _Malformed('"hooks" is not an object')
+    out: list[HookCommand] = []
+    for name, entries in hooks.items():
+        event = normalise_event(name)
+        if event is None:
+            log.info("hook event %r in %s is not one familiar fires; ignored", name, path)
+            continue
+        if not isinstance(entries, list):
+            raise _Malformed(f"hooks.{name} is not a list")
+        for i, entry in enumerate(entries):
+            out += _parse_entry(entry, f"hooks.{name}[{i}]", name, event, path, kind)
+    return out, disable
+
+
+def _parse_entry(
+    entry: Any, where: str, name: str, event: HookEvent, path: Path, kind: SourceKind
+) -> list[HookCommand]:
+    if not isinstance(entry, dict):
+        raise _Malformed(f"{where} is not an object")
+    group_matcher = _matcher(entry.get("matcher"), where, kind)
+    if "hooks" in entry:  # Claude's {matcher, hooks: [...]} grouping
+        handlers = entry["hooks"]
+        if not isinstance(handlers, list):
+            raise _Malformed(f"{where}.hooks is not a list")
+        found: list[HookCommand] = []
+        for j, handler in enumerate(handlers):
+            if not isinstance(handler, dict):
+                raise _Malformed(f"{where}.hooks[{j}] is not an object")
+            command = _command(handler, f"{where}.hooks[{j}]", name, event, path, group_matcher)
+            if command is not None:
+                found.append(command)
+        return found
+    command = _command(entry, where, name, event, path, group_matcher)
+    return [] if command is None else [command]
+
+
+def _matcher(raw: Any, where: str, kind: SourceKind) -> Matcher:
+    if raw is None:
+        return MATCH_ALL
+    if not isinstance(raw, str):
+        raise _Malformed(f"{where}.matcher is not a string")
+    text = raw.strip()
+    if text in ("", "*", ".*"):
+        return MATCH_ALL
+    if kind == "claude" and _PLAIN_NAMES.fullmatch(text):
+        return Matcher(names=frozenset(n.strip() for n in re.split(r"[|,]", text)))
+    try:
+        pattern = re.compile(text)
+    except re.error as exc:
+        raise _Malformed(f"{where}.matcher {raw!r} is not a valid regex: {exc}") from exc
+    return Matcher(pattern=pattern, anchored=kind == "copilot")
+
+
+def _command(
+    entry: dict[str, Any],
+    where: str,
+    name: str,
+    event: HookEvent,
+    path: Path,
+    matcher: Matcher,
+) -> HookCommand | None:
+    kind = entry.get("type", "command")
+    if kind in _UNSUPPORTED_TYPES:
+        log.info("hook %s in %s has type %r, which familiar does not run", where, path, kind)
+        return None
+    if kind != "command":
+        raise _Malformed(f"{where}.type {kind!r} is not a hook type")
+    argv = _argv(entry, where)
+    if argv is None:
+        log.info("hook %s in %s has no command for this platform; skipped", where, path)
+        return None
+    timeout = entry.get("timeoutSec", entry.get("timeout"))
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        raise _Malformed(f"{where}: the timeout is not a positive number of seconds")
+    cwd = entry.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise _Malformed(f"{where}.cwd is not a string")
+    env = entry.get("env") or {}
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        raise _Malformed(f"{where}.env is not an object of strings")
+    return HookCommand(
+        event=event,
+        event_name=name,
+        dialect=dialect_of(name),
+        argv=argv,
+        cwd=cwd,
+        env=tuple(env.items()),
+        timeout=float(timeout) if timeout is not None else None,
+        matcher=matcher,
+        source=path,
+    )
+
+
+def _argv(entry: dict[str, Any], where: str) -> tuple[str, ...] | None:
+    args = entry.get("args")
+    if args is not None and (
+        not isinstance(args, list) or not all(isinstance(a, str) for a in args)
+    ):
+        raise _Malformed(f"{where}.args is not a list of strings")
+    for key in ("exec", "bash", "command"):
+        value = entry.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise _Malformed(f"{where}.{key} is not a non-empty string")
+        if key == "exec" or (key == "command" and args is not None):
+            return (value, *(args or ()))  # exec form: no shell
+        return ("bash" if key == "bash" else "/bin/sh", "-c", value)
+    if isinstance(entry.get("powershell"), str):
+        return None  # a Windows-only entry
+    raise _Malformed(f'{where} has no "bash", "command" or "exec"')
