@@ -17,6 +17,7 @@ from core.errors import PolicyDenied, ToolFailed, ToolRetry
 
 from .base import Tool, ToolContext
 from .config import ExecConfig, ToolsConfig
+from .control_files import missing_control_files, remove_created_control_files
 from .danger import DangerMatcher
 from .decorator import tool
 from .sandbox import Sandbox, SandboxChoice, SandboxSelector
@@ -93,11 +94,11 @@ async def _drain(protocol: _OutputProtocol) -> None:
 
 
 async def _spawn(
-    command: str, ctx: ToolContext, out_fd: int, sandbox: Sandbox
+    command: str, ctx: ToolContext, out_fd: int, sandbox: Sandbox, protect: list[str]
 ) -> asyncio.subprocess.Process:
     try:
         return await asyncio.create_subprocess_exec(
-            *sandbox.argv(command, ctx.workspace),
+            *sandbox.argv(command, ctx.workspace, protect),
             cwd=ctx.workspace,
             env=sandbox.env(ctx.workspace),  # an allow-list: never the daemon's environment
             stdin=asyncio.subprocess.DEVNULL,
@@ -119,9 +120,10 @@ async def _run(
     # A pipe we own rather than PIPE: on Python 3.11 Process.wait() also waits for the
     # pipes to close, which a background child (even one outside the group) can delay
     # forever. Here wait() returns when the shell exits and we close the pipe ourselves.
+    protect = await asyncio.to_thread(sandbox.protect, ctx.workspace)
     read_fd, write_fd = os.pipe()
     try:
-        proc = await _spawn(command, ctx, write_fd, sandbox)
+        proc = await _spawn(command, ctx, write_fd, sandbox, protect)
     except BaseException:
         os.close(read_fd)
         raise
@@ -178,7 +180,18 @@ class ExecRunner:
     async def run(self, command: str, ctx: ToolContext, timeout: float | None = None) -> str:
         """Run ``command``; ``"exit code N\\n<output>"`` (ToolFailed on timeout)."""
         sandbox = await self._sandboxes.get()
-        return await _run(command, ctx, self.limit(timeout), self.config.max_output, sandbox)
+        limit = self.limit(timeout)
+        missing = await asyncio.to_thread(missing_control_files, ctx.workspace)
+        try:
+            result = await _run(command, ctx, limit, self.config.max_output, sandbox)
+        finally:
+            removed = await asyncio.to_thread(remove_created_control_files, missing)
+        if removed:
+            result += (
+                f"\n[removed {', '.join(removed)}: commands may not create hook or MCP "
+                "server files; the operator edits them on the host]"
+            )
+        return result
 
 
 def _needs_approval(cfg: ExecConfig, danger: str | None) -> str | None:

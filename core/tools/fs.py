@@ -10,6 +10,7 @@ from core.errors import ToolFailed, ToolRetry
 
 from .base import Tool, ToolContext
 from .config import ToolsConfig
+from .control_files import refuse_control_write
 from .decorator import tool
 from .workspace_paths import resolve_in_workspace
 
@@ -58,6 +59,7 @@ def _read(workspace: Path, path: str, max_bytes: int) -> str:
 
 def _write(workspace: Path, path: str, content: str) -> str:
     target = resolve_in_workspace(workspace, path)
+    refuse_control_write(workspace, target, path)
     _check_kind(target, path, must_exist=False)
     data = content.encode("utf-8")
     try:
@@ -72,6 +74,7 @@ def _edit(workspace: Path, path: str, old_text: str, new_text: str) -> str:
     if not old_text:
         raise ToolRetry("old_text must not be empty")
     target = resolve_in_workspace(workspace, path)
+    refuse_control_write(workspace, target, path)
     _check_kind(target, path, must_exist=True)
     try:
         text = target.read_bytes().decode("utf-8")

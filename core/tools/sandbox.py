@@ -14,7 +14,7 @@ import asyncio
 import logging
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -22,6 +22,7 @@ from typing import Literal, Protocol
 from core.errors import ToolFailed
 
 from .config import ExecConfig
+from .control_files import sandbox_control_mounts
 
 __all__ = [
     "BASE_ENV",
@@ -74,8 +75,15 @@ class Sandbox(Protocol):
         """``bwrap`` or ``none``: what ``familiar doctor`` reports."""
         ...
 
-    def argv(self, command: str, cwd: Path) -> list[str]:
-        """The program and arguments that run ``command`` with ``cwd`` as working directory."""
+    def protect(self, cwd: Path) -> list[str]:
+        """Options that make the workspace's control files read-only (touches the disk)."""
+        ...
+
+    def argv(self, command: str, cwd: Path, protect: Sequence[str] = ()) -> list[str]:
+        """The program and arguments that run ``command`` with ``cwd`` as working directory.
+
+        ``protect`` is what :meth:`protect` returned for ``cwd``.
+        """
         ...
 
     def env(self, cwd: Path) -> dict[str, str]:
@@ -90,7 +98,10 @@ class NoSandbox:
     passthrough: tuple[str, ...] = ()
     name: str = "none"
 
-    def argv(self, command: str, cwd: Path) -> list[str]:
+    def protect(self, cwd: Path) -> list[str]:
+        return []  # nothing to mount: on the bare host a command can write anything
+
+    def argv(self, command: str, cwd: Path, protect: Sequence[str] = ()) -> list[str]:
         return ["/bin/sh", "-c", command]
 
     def env(self, cwd: Path) -> dict[str, str]:
@@ -139,11 +150,15 @@ class BwrapSandbox:
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         return args
 
-    def argv(self, command: str, cwd: Path) -> list[str]:
+    def protect(self, cwd: Path) -> list[str]:
+        return sandbox_control_mounts(cwd)
+
+    def argv(self, command: str, cwd: Path, protect: Sequence[str] = ()) -> list[str]:
         where = str(cwd)
         return [
             *self._base(),
             *("--bind", where, where),
+            *protect,
             *("--remount-ro", "/"),
             *("--chdir", where),
             *("/bin/sh", "-c", command),

@@ -1,0 +1,116 @@
+"""Hook and MCP definition files in the workspace are read-only to the agent.
+
+Whoever writes them makes the gateway run commands outside the exec sandbox, and the
+agent can be talked to by other people (Slack, webhooks). Real tools, real processes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.providers.base import ToolCall
+from core.tools import ToolContext, ToolRegistry, ToolResult, ToolsConfig, exec_tools
+from core.tools.control_files import CONTROL_DIRS, CONTROL_FILES
+from core.tools.fs import fs_tools
+from tests.unit.test_exec_sandbox import require_bwrap
+
+HOOK = json.dumps({"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": "id"}]}})
+TARGETS = [
+    ".github/hooks/pwn.json",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".mcp.json",
+    ".github/mcp.json",
+    ".vscode/mcp.json",
+    "./.claude/../.mcp.json",
+]
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> ToolContext:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    return ToolContext(workspace=workspace, session_key="slack:T1:C1", channel="slack")
+
+
+async def call(reg: ToolRegistry, ctx: ToolContext, name: str, **args: object) -> ToolResult:
+    return await reg.execute(ToolCall(id="c", name=name, arguments=dict(args)), ctx)
+
+
+@pytest.mark.parametrize("path", TARGETS)
+async def test_write_file_refuses_control_files(ctx: ToolContext, path: str) -> None:
+    reg = ToolRegistry(tools=fs_tools(ToolsConfig()))
+    result = await call(reg, ctx, "write_file", path=path, content=HOOK)
+    assert result.is_error, result.content
+    assert "may not change it" in result.content
+    assert not (ctx.workspace / path).exists()
+
+
+async def test_edit_file_refuses_an_existing_hook_file(ctx: ToolContext) -> None:
+    hooks = ctx.workspace / ".github" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "policy.json").write_text(HOOK)
+    reg = ToolRegistry(tools=fs_tools(ToolsConfig()))
+    result = await call(
+        reg, ctx, "edit_file", path=".github/hooks/policy.json", old_text="id", new_text="sh"
+    )
+    assert result.is_error and "may not change it" in result.content
+    assert (hooks / "policy.json").read_text() == HOOK
+
+
+async def test_other_workspace_files_stay_writable(ctx: ToolContext) -> None:
+    reg = ToolRegistry(tools=fs_tools(ToolsConfig()))
+    for path in (".github/workflows/ci.yml", ".claude-notes.md", "mcp.json", "notes/.mcp.json"):
+        result = await call(reg, ctx, "write_file", path=path, content="x")
+        assert not result.is_error, (path, result.content)
+
+
+async def test_read_file_still_reads_control_files(ctx: ToolContext) -> None:
+    (ctx.workspace / ".mcp.json").write_text('{"mcpServers": {}}')
+    reg = ToolRegistry(tools=fs_tools(ToolsConfig()))
+    result = await call(reg, ctx, "read_file", path=".mcp.json")
+    assert not result.is_error and "mcpServers" in result.content
+
+
+async def test_bwrap_command_cannot_write_control_files(ctx: ToolContext) -> None:
+    await require_bwrap()
+    (ctx.workspace / ".mcp.json").write_text('{"mcpServers": {}}')
+    reg = ToolRegistry(tools=exec_tools(ToolsConfig.model_validate({"exec": {"sandbox": "bwrap"}})))
+    writes = "; ".join(
+        [
+            "echo '{}' > .github/hooks/pwn.json",
+            "echo '{}' > .claude/settings.json",
+            "echo pwned > .mcp.json",
+            "rm -rf .github/hooks .claude",
+            "mv .claude gone",
+            "echo ok > notes.txt",
+        ]
+    )
+    result = await call(reg, ctx, "exec", command=writes)
+    assert (ctx.workspace / "notes.txt").read_text() == "ok\n"  # the workspace is writable
+    assert (ctx.workspace / ".mcp.json").read_text() == '{"mcpServers": {}}'
+    for entry in CONTROL_DIRS:
+        assert (ctx.workspace / entry).is_dir() and list((ctx.workspace / entry).iterdir()) == []
+    assert not (ctx.workspace / "gone").exists(), result.content
+
+
+async def test_control_files_a_command_creates_are_removed(ctx: ToolContext) -> None:
+    reg = ToolRegistry(tools=exec_tools(ToolsConfig.model_validate({"exec": {"sandbox": "none"}})))
+    created = " && ".join(
+        f"mkdir -p $(dirname {path}) && echo '{{}}' > {path}" for path in CONTROL_FILES
+    )
+    result = await call(reg, ctx, "exec", command=created + " && echo done")
+    assert "done" in result.content
+    assert "commands may not create hook or MCP server files" in result.content
+    assert [p for p in CONTROL_FILES if (ctx.workspace / p).exists()] == []
+
+
+async def test_existing_control_files_are_not_removed(ctx: ToolContext) -> None:
+    (ctx.workspace / ".mcp.json").write_text('{"mcpServers": {}}')
+    reg = ToolRegistry(tools=exec_tools(ToolsConfig.model_validate({"exec": {"sandbox": "none"}})))
+    result = await call(reg, ctx, "exec", command="cat .mcp.json")
+    assert "mcpServers" in result.content and "removed" not in result.content
+    assert (ctx.workspace / ".mcp.json").exists()
