@@ -39,6 +39,8 @@ class ChannelContext:
     """The gateway's aiohttp app: add routes on the first start (None when HTTP is off).
 
     The app is frozen once it serves, so a retried start must not add them again."""
+    http_host: str | None = None
+    """The address that HTTP server binds (``http.host``; None when HTTP is off)."""
 
 
 @runtime_checkable
