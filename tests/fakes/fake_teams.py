@@ -35,13 +35,13 @@ from tests.fakes.loopback import LoopbackServer
 
 __all__ = [
     "APP_ID",
-    "BOT_ID",
     "BOT_FRAMEWORK",
+    "BOT_ID",
     "TENANT",
+    "WRONG_SECRET",
     "Activity",
     "FakeEntraTokens",
     "FakeTeams",
-    "WRONG_SECRET",
     "message",
     "plugin",
 ]
@@ -157,11 +157,14 @@ def message(
     In a group chat or channel the text starts with the bot's @-mention, as Teams sends it.
     """
     activity_id = activity_id or f"17000000{next(_ids):05d}"
-    conversation = conversation or {
-        "personal": f"a:1-{user}-personal",
-        "groupChat": "19:group-chat@thread.v2",
-        "channel": f"19:general@thread.tacv2;messageid={activity_id}",
-    }[kind]
+    conversation = (
+        conversation
+        or {
+            "personal": f"a:1-{user}-personal",
+            "groupChat": "19:group-chat@thread.v2",
+            "channel": f"19:general@thread.tacv2;messageid={activity_id}",
+        }[kind]
+    )
     body: dict[str, Any] = {
         "type": "message",
         "id": activity_id,
@@ -255,9 +258,7 @@ class FakeTeams(LoopbackServer):
             else:
                 manager._cache[uri] = before
 
-    def of(
-        self, kind: str = "message", *, conversation: str | None = None
-    ) -> list[Activity]:
+    def of(self, kind: str = "message", *, conversation: str | None = None) -> list[Activity]:
         return [
             a
             for a in self.activities

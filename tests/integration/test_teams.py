@@ -85,11 +85,138 @@ async def test_a_bad_or_missing_token_gets_401_and_nothing_is_queued(
         }
         header = f"Bearer {forged[auth]}" if auth in forged else auth
         activity = message("let me in", service_url=teams.service_url)
-        status, _, _ = await (gw.post(activity, token=None) if header is None else gw.post(
-            activity, auth=header
-        ))
+        status, _, _ = await (
+            gw.post(activity, token=None) if header is None else gw.post(activity, auth=header)
+        )
         assert status == 401
         await asyncio.sleep(1.0)
         report = await gw.status()
     assert llm.log == [] and teams.activities == []
     assert report["queue"] == {"pending": 0, "claimed": 0}
+
+
+async def test_a_redelivered_activity_is_answered_once_and_typing_is_shown(home: Path) -> None:
+    async with (
+        FakeTeams() as teams,
+        FakeOpenAI() as llm,
+        gateway(home, teams, overrides(teams, llm, typing_interval=0.5)) as gw,
+    ):
+        await gw.running()
+        activity = message("once please !sleep 2", service_url=teams.service_url)
+        first = await gw.post(activity)
+        again = await gw.post(activity)  # Teams redelivers when an answer was slow
+        assert first[0] == again[0] == 202
+        conversation = "a:1-alice-personal"
+        [reply] = await teams.wait_for(conversation=conversation)
+        typing = teams.of("typing", conversation=conversation)
+        await asyncio.sleep(1.5)
+        after = teams.of("typing", conversation=conversation)
+    assert reply.text == "echo: once please !sleep 2"
+    assert len(teams.of(conversation=conversation)) == 1 and len(llm.log) == 1
+    assert len(typing) >= 2  # refreshed while the 2 s turn ran
+    assert all(t.at < reply.at for t in typing) and len(after) == len(typing)  # then stopped
+
+
+async def test_allow_lists_refuse_politely_without_an_llm_call(home: Path) -> None:
+    async with FakeTeams() as teams, FakeOpenAI() as llm:
+        config = overrides(teams, llm, allow_users=["aad-boss"])
+        async with gateway(home, teams, config) as gw:
+            await gw.running()
+            url = teams.service_url
+            stranger = message("let me in", service_url=url, user="mallory")
+            await gw.post(stranger)
+            await gw.post(stranger)
+            [refusal] = await teams.wait_for(conversation="a:1-mallory-personal")
+            await gw.post(message("hi", service_url=url, user="boss"))
+            await teams.wait_for(conversation="a:1-boss-personal")
+            other_tenant = overrides(teams, llm, allow_tenants=["another-tenant"])
+        async with gateway(home, teams, other_tenant) as gw:
+            await gw.running()
+            await gw.post(message("from afar", service_url=url, user="boss", activity_id="9"))
+            await teams.wait_for(count=2, conversation="a:1-boss-personal")
+    assert refusal.text == REFUSAL
+    assert len(teams.of(conversation="a:1-mallory-personal")) == 1
+    assert teams.of(conversation="a:1-boss-personal")[1].text == REFUSAL
+    assert [e["session"] for e in llm.log] == ["teams:a:1-boss-personal"]  # only the boss's
+
+
+@pytest.mark.slow
+async def test_a_schedule_made_in_teams_fires_there_after_a_restart(home: Path) -> None:
+    async with FakeTeams() as teams, FakeOpenAI() as llm:
+        url = teams.service_url
+        thread = "19:general@thread.tacv2;messageid=4001"
+        async with gateway(home, teams, overrides(teams, llm)) as gw:
+            await gw.running()
+            made = message(
+                "/after 10s say tick", service_url=url, kind="channel", activity_id="4001"
+            )
+            await gw.post(made)
+            [confirmation] = await teams.wait_for(conversation=thread)
+        assert "schedule" in confirmation.text.lower() or "10s" in confirmation.text
+        assert llm.log == []
+        # A new gateway (nothing in memory): the firing finds the thread by its reference.
+        async with gateway(home, teams, overrides(teams, llm)) as gw:
+            await gw.running()
+            posts = await teams.wait_for(count=2, conversation=thread, timeout=60)
+    assert posts[1].text == "echo: say tick" and posts[1].reply_to == "4001"
+    assert [e["session"] for e in llm.log] == ["teams:19:general@thread.tacv2:4001"]
+
+
+async def test_anonymous_mode_is_refused_off_loopback(home: Path) -> None:
+    async with FakeTeams() as teams, FakeOpenAI() as llm:
+        config = overrides(teams, llm, anonymous=True, app_id="", app_password=None)
+        config["http"] = {"port": 0, "host": "0.0.0.0"}
+        async with gateway(home, teams, config) as gw:
+            channel = await gw.state("failed")
+            code, body = await gw.readyz()
+            status, _, _ = await gw.post(message("hi", service_url=teams.service_url), token=None)
+            report = await gw.status()
+    assert "anonymous mode is refused" in channel["error"]
+    assert code == 503 and any("anonymous" in r for r in body["reasons"])
+    assert status in (401, 503) and llm.log == [] and teams.activities == []
+    assert report["queue"] == {"pending": 0, "claimed": 0}
+
+
+async def test_a_refused_secret_leaves_the_gateway_up_and_says_which_setting(home: Path) -> None:
+    async with (
+        FakeTeams() as teams,
+        gateway(home, teams, overrides(teams, None, app_password=WRONG_SECRET)) as gw,
+    ):
+        channel = await gw.state("failed")
+        code, body = await gw.readyz()
+        async with gw.control.post(
+            "/v1/messages", json={"session": "cli:x", "text": "hi", "stream": False}
+        ) as response:
+            assert "echo: hi" in await response.text()
+    assert "channels.teams.app_password is wrong" in channel["error"]
+    assert WRONG_SECRET not in str(channel)
+    assert code == 503 and any("channel teams failed" in r for r in body["reasons"])
+
+
+async def test_missing_credentials_exit_78_naming_the_key(
+    home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    code = await serve(
+        home,
+        stop=asyncio.Event(),
+        env={},
+        config_overrides={"channels": {"teams": {"enabled": True, "app_id": APP_ID}}},
+        entry_points=TEAMS,
+    )
+    assert code == EX_CONFIG
+    assert "channels.teams.app_password" in capfd.readouterr().err
+
+
+async def test_a_long_turn_is_acknowledged_before_it_is_answered(home: Path) -> None:
+    async with (
+        FakeTeams() as teams,
+        FakeOpenAI() as llm,
+        gateway(home, teams, overrides(teams, llm)) as gw,
+    ):
+        await gw.running()
+        llm.script(Delay(5.0, Text("slow answer")))
+        status, _, _ = await gw.post(message("think hard", service_url=teams.service_url))
+        assert status == 202
+        assert teams.of() == []  # acknowledged while the turn still runs
+        [reply] = await teams.wait_for()
+    assert reply.text == "slow answer"
