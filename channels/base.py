@@ -22,6 +22,7 @@ __all__ = [
     "ChannelPlugin",
     "DeliveryPolicy",
     "MeteredChannel",
+    "ProbedChannel",
     "RetryingChannel",
 ]
 
@@ -88,6 +89,19 @@ class MeteredChannel(Protocol):
 
     @property
     def metrics_collector(self) -> Collector: ...
+
+
+@runtime_checkable
+class ProbedChannel(Protocol):
+    """Optional: a channel that can check its credentials without starting (doctor)."""
+
+    async def probe(self) -> str:
+        """Check the credentials against the platform; returns what was proven.
+
+        Raises:
+            FamiliarError: refused or unreachable (the message names the setting).
+        """
+        ...
 
 
 class ChannelConfig(BaseModel):

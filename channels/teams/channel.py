@@ -117,6 +117,17 @@ class TeamsChannel:
         self._running = True
         log.info("teams ready on %s app_id=%s", "/api/messages", cfg.app_id or "(anonymous)")
 
+    async def probe(self) -> str:
+        """Acquire a token with the configured credentials (``familiar doctor``).
+
+        Raises:
+            TeamsError: no token; the message says which setting is wrong.
+        """
+        if self.config.anonymous:
+            return "anonymous mode: no credentials (local tests only)"
+        await check_credentials(self._sdk)
+        return f"token acquired for app {self.config.app_id}"
+
     async def stop(self) -> None:
         """Stop answering; typing indicators stop. Idempotent."""
         self._running = False
