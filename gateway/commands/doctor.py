@@ -181,9 +181,7 @@ def _running(channel: dict[str, Any]) -> _Check:
     return _Check(label, False, reason)
 
 
-async def _check_channels(
-    config: FamiliarConfig | None, plugins: ChannelPlugins
-) -> list[_Check]:
+async def _check_channels(config: FamiliarConfig | None, plugins: ChannelPlugins) -> list[_Check]:
     """Installed plugins load; each enabled channel accepts its table (credentials too),
     and a channel that can probe its credentials (token acquisition) does."""
     checks = [
