@@ -62,12 +62,21 @@ class TeamsChannel:
     Args:
         config: the ``[channels.teams]`` table.
         tokens: makes the token provider (default: the SDK's MSAL, Entra ID).
+        typing_after: show the typing indicator once a reply has taken this long (a
+            quick reply needs none; acknowledging comes first).
     """
 
     name = "teams"
 
-    def __init__(self, *, config: TeamsConfig, tokens: TokenProviderFactory = MsalAuth) -> None:
+    def __init__(
+        self,
+        *,
+        config: TeamsConfig,
+        tokens: TokenProviderFactory = MsalAuth,
+        typing_after: float = 1.0,
+    ) -> None:
         self.config = config
+        self._typing_after = typing_after
         self._sdk = TeamsSdk.build(config, tokens=tokens)  # a bad setting fails here: exit 78
         self._running = False
         self._routes_added = False
@@ -178,13 +187,13 @@ class TeamsChannel:
             message.id,
             incoming.kind,
         )
-        typing = Typing(lambda: self._send_typing(message.delivery), interval=self._interval)
+        typing = Typing(
+            lambda: self._send_typing(message.delivery),
+            interval=self.config.typing_interval,
+            first_wait=self._typing_after,
+        )
         self._typing[message.id] = typing
         typing.start(name=f"teams-typing-{message.id}")
-
-    @property
-    def _interval(self) -> float:
-        return self.config.typing_interval
 
     async def _refuse(self, context: TurnContext, incoming: Incoming) -> None:
         if incoming.event_id in self._refused:

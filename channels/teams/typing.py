@@ -16,16 +16,21 @@ _MAX_LIFETIME = 600.0
 
 
 class Typing:
-    """Sends ``typing`` now and every ``interval`` seconds until `stop` (or 10 minutes).
+    """Sends ``typing`` after ``first_wait`` seconds, then every ``interval`` seconds,
+    until `stop` (or 10 minutes). A reply quicker than ``first_wait`` needs none.
 
     Args:
         send: sends one typing activity to the conversation (raising is logged, not fatal).
         interval: seconds between two indicators (Teams shows one for a few seconds).
+        first_wait: seconds before the first one.
     """
 
-    def __init__(self, send: Callable[[], Awaitable[None]], *, interval: float) -> None:
+    def __init__(
+        self, send: Callable[[], Awaitable[None]], *, interval: float, first_wait: float
+    ) -> None:
         self._send = send
         self._interval = interval
+        self._first_wait = first_wait
         self._task: asyncio.Task[None] | None = None
         self.sent = 0
 
@@ -43,6 +48,7 @@ class Typing:
     async def _run(self) -> None:
         try:
             async with asyncio.timeout(_MAX_LIFETIME):
+                await asyncio.sleep(self._first_wait)
                 while True:
                     try:
                         await self._send()

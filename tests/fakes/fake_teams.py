@@ -81,6 +81,7 @@ class FakeEntraTokens:
 
     def __init__(self, configuration: AgentAuthConfiguration) -> None:
         self._configuration = configuration
+        self._cache: dict[str, tuple[float, str]] = {}
         self.issued = 0
 
     @property
@@ -96,8 +97,13 @@ class FakeEntraTokens:
                 "Failed to acquire token. {'error': 'invalid_client', 'error_description': "
                 "'AADSTS7000215: Invalid client secret provided.'}"
             )
+        cached = self._cache.get(resource_url)
+        if cached is not None and cached[0] > time.time() + 300 and not force_refresh:
+            return cached[1]  # as MSAL serves a token from its cache until near expiry
         self.issued += 1
-        return _sign({"aud": resource_url, "appid": cfg.CLIENT_ID, "tid": cfg.TENANT_ID})
+        token = _sign({"aud": resource_url, "appid": cfg.CLIENT_ID, "tid": cfg.TENANT_ID})
+        self._cache[resource_url] = (time.time() + 3600, token)
+        return token
 
     def get_token_credential(self) -> Any:
         raise NotImplementedError

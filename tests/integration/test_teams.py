@@ -102,7 +102,7 @@ async def test_a_redelivered_activity_is_answered_once_and_typing_is_shown(home:
         gateway(home, teams, overrides(teams, llm, typing_interval=0.5)) as gw,
     ):
         await gw.running()
-        activity = message("once please !sleep 2", service_url=teams.service_url)
+        activity = message("once please !sleep 3", service_url=teams.service_url)
         first = await gw.post(activity)
         again = await gw.post(activity)  # Teams redelivers when an answer was slow
         assert first[0] == again[0] == 202
@@ -111,9 +111,9 @@ async def test_a_redelivered_activity_is_answered_once_and_typing_is_shown(home:
         typing = teams.of("typing", conversation=conversation)
         await asyncio.sleep(1.5)
         after = teams.of("typing", conversation=conversation)
-    assert reply.text == "echo: once please !sleep 2"
+    assert reply.text == "echo: once please !sleep 3"
     assert len(teams.of(conversation=conversation)) == 1 and len(llm.log) == 1
-    assert len(typing) >= 2  # refreshed while the 2 s turn ran
+    assert len(typing) >= 2  # refreshed while the 3 s turn ran
     assert all(t.at < reply.at for t in typing) and len(after) == len(typing)  # then stopped
 
 
