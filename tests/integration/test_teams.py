@@ -220,3 +220,19 @@ async def test_a_long_turn_is_acknowledged_before_it_is_answered(home: Path) -> 
         assert teams.of() == []  # acknowledged while the turn still runs
         [reply] = await teams.wait_for()
     assert reply.text == "slow answer"
+
+
+async def test_errors_are_one_line_and_a_refused_send_is_retried(home: Path) -> None:
+    async with (
+        FakeTeams() as teams,
+        FakeOpenAI() as llm,
+        gateway(home, teams, overrides(teams, llm)) as gw,
+    ):
+        await gw.running()
+        teams.fail_next = 1  # the connector answers 503 once: the outbox retries
+        await gw.post(message("fine", service_url=teams.service_url, user="ann"))
+        [reply] = await teams.wait_for(conversation="a:1-ann-personal")
+        await gw.post(message("break !fail 400", service_url=teams.service_url, user="bob"))
+        [error] = await teams.wait_for(conversation="a:1-bob-personal")
+    assert reply.text == "echo: fine" and teams.fail_next == 0
+    assert error.text.startswith("⚠️ ") and "\n" not in error.text
