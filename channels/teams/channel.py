@@ -17,6 +17,7 @@ from microsoft_agents.hosting.core import ClaimsIdentity, MessageFactory, TurnCo
 from channels.base import ChannelContext
 from channels.teams.config import TeamsConfig
 from channels.teams.intake import Incoming, allowed, from_activity, reference_of, to_inbound
+from channels.teams.live import LiveText
 from channels.teams.render import error_line, split
 from channels.teams.sdk import (
     TeamsError,
@@ -63,7 +64,10 @@ class TeamsChannel:
         config: the ``[channels.teams]`` table.
         tokens: makes the token provider (default: the SDK's MSAL, Entra ID).
         typing_after: show the typing indicator once a reply has taken this long (a
-            quick reply needs none; acknowledging comes first).
+            quick reply needs none; acknowledging comes first); in a 1:1 chat, show the
+            streamed text once it has streamed this long.
+        stream_interval: the shortest time between two edits of the streamed text
+            (None: no streamed text, only the final reply).
     """
 
     name = "teams"
@@ -74,14 +78,18 @@ class TeamsChannel:
         config: TeamsConfig,
         tokens: TokenProviderFactory = MsalAuth,
         typing_after: float = 1.0,
+        stream_interval: float | None = 1.0,
     ) -> None:
         self.config = config
         self._typing_after = typing_after
+        self._stream_interval = stream_interval
         self._sdk = TeamsSdk.build(config, tokens=tokens)  # a bad setting fails here: exit 78
         self._running = False
         self._routes_added = False
         self._context: ChannelContext | None = None
         self._typing: dict[str, Typing] = {}
+        self._live: dict[str, LiveText] = {}
+        self._placeholders: _Recent = _Recent()
         self._refused: _Recent = _Recent()
         self._sent_parts: _Recent = _Recent()
 
@@ -143,6 +151,9 @@ class TeamsChannel:
         typing, self._typing = list(self._typing.values()), {}
         for indicator in typing:
             await indicator.stop()
+        lives, self._live = list(self._live.values()), {}
+        for live in lives:
+            await live.finish()
         self._context = None
 
     def _http_app(self) -> web.Application:
@@ -173,12 +184,22 @@ class TeamsChannel:
         await self._publish(incoming)
 
     async def _publish(self, incoming: Incoming) -> None:
-        bus = self._context.bus if self._context is not None else None
-        if bus is None:
+        context = self._context
+        if context is None:
             raise TeamsError("the teams channel is not running")
         message = to_inbound(incoming, message_id=new_message_id())
-        published = await bus.publish_inbound(message)
+        live = self._live_text(message.id, message.delivery, kind=incoming.kind)
+        if live is not None:
+            await live.open()  # before publishing: no delta can slip past
+        try:
+            published = await context.bus.publish_inbound(message)
+        except BaseException:
+            if live is not None:
+                await live.finish()
+            raise
         if published.duplicate:
+            if live is not None:
+                await live.finish()
             log.info("teams activity already published event_id=%s", incoming.event_id)
             return
         log.info(
@@ -187,6 +208,9 @@ class TeamsChannel:
             message.id,
             incoming.kind,
         )
+        if live is not None:
+            self._live[message.id] = live
+            live.start()
         typing = Typing(
             lambda: self._send_typing(message.delivery),
             interval=self.config.typing_interval,
@@ -194,6 +218,26 @@ class TeamsChannel:
         )
         self._typing[message.id] = typing
         typing.start(name=f"teams-typing-{message.id}")
+
+    def _live_text(self, message_id: str, delivery: Delivery, *, kind: str) -> LiveText | None:
+        """Streamed text for a 1:1 chat (Teams streams only there; groups get the final)."""
+        if self._context is None or self._stream_interval is None or kind != "personal":
+            return None
+
+        async def post(text: str) -> str:
+            return await self._post(delivery, text)
+
+        async def edit(activity_id: str, text: str) -> None:
+            await self._edit(delivery, activity_id, text)
+
+        return LiveText(
+            hub=self._context.hub,
+            message_id=message_id,
+            post=post,
+            edit=edit,
+            interval=self._stream_interval,
+            first_wait=self._typing_after,
+        )
 
     async def _refuse(self, context: TurnContext, incoming: Incoming) -> None:
         if incoming.event_id in self._refused:
@@ -205,7 +249,8 @@ class TeamsChannel:
     # -- outbound ------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> None:
-        """Send the final reply (split, Markdown) to its conversation; stop typing there.
+        """Send the final reply (split, Markdown) to its conversation, in place of the
+        streamed text if there is one; stop typing there.
 
         Raises:
             TeamsError: the connector refused it or the channel is not running (retried).
@@ -215,17 +260,45 @@ class TeamsChannel:
         typing = self._typing.pop(message.inbound_id, None)
         if typing is not None:
             await typing.stop()
+        live = self._live.pop(message.inbound_id, None)
+        if live is not None and (placeholder := await live.finish()) is not None:
+            self._placeholders.remember(message.id, placeholder)
         text = error_line(message.text) if message.kind == "error" else message.text
         parts = split(text or "(empty reply)")
         done: int = self._sent_parts.get(message.id, 0)
+        for index, part in enumerate(parts[done:], start=done):
+            placeholder = self._placeholders.pop(message.id, None) if index == 0 else None
+            if placeholder is not None:
+                try:
+                    await self._edit(message.delivery, placeholder, part)
+                except TeamsError as exc:  # the final text is complete all the same
+                    log.info("replacing the streamed text failed (%s): posting anew", exc)
+                    await self._post(message.delivery, part)
+            else:
+                await self._post(message.delivery, part)
+            self._sent_parts.remember(message.id, index + 1)
+        self._sent_parts.pop(message.id, None)
+
+    async def _post(self, delivery: Delivery, text: str) -> str:
+        """Post ``text`` in the conversation (a reply to the user's message); its id."""
+        posted: list[str] = []
 
         async def post(context: TurnContext) -> None:
-            for index, part in enumerate(parts[done:], start=done):
-                await context.send_activity(MessageFactory.text(part))
-                self._sent_parts.remember(message.id, index + 1)
+            response = await context.send_activity(MessageFactory.text(text))
+            posted.append(response.id if response is not None and response.id else "")
 
-        await self._continue(message.delivery, post)
-        self._sent_parts.pop(message.id, None)
+        await self._continue(delivery, post)
+        return posted[0] if posted else ""
+
+    async def _edit(self, delivery: Delivery, activity_id: str, text: str) -> None:
+        """Replace the text of the bot's message ``activity_id``."""
+
+        async def edit(context: TurnContext) -> None:
+            activity = MessageFactory.text(text)
+            activity.id = activity_id
+            await context.update_activity(activity)
+
+        await self._continue(delivery, edit)
 
     async def _send_typing(self, delivery: Delivery) -> None:
         async def typing(context: TurnContext) -> None:

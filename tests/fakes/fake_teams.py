@@ -138,6 +138,8 @@ class Activity:
     body: dict[str, Any]
     token: str
     at: float
+    id: str = ""
+    edit_of: str | None = None
 
     @property
     def type(self) -> str:
@@ -204,11 +206,13 @@ class FakeTeams(LoopbackServer):
 
     Attributes:
         activities: what the bot sent, in order (typing indicators included).
+        edits: the bot's edits of its own messages (``edit_of`` is the message's id).
         rejected: connector calls refused for a bad or missing token.
         fail_next: how many of the next connector calls get 503.
     """
 
     activities: list[Activity] = field(default_factory=list, init=False)
+    edits: list[Activity] = field(default_factory=list, init=False)
     rejected: int = field(default=0, init=False)
     fail_next: int = 0
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition, init=False)
@@ -219,6 +223,7 @@ class FakeTeams(LoopbackServer):
         app.router.add_post(
             "/v3/conversations/{conversation}/activities/{reply_to}", self._activity
         )
+        app.router.add_put("/v3/conversations/{conversation}/activities/{edit_of}", self._activity)
 
     @property
     def service_url(self) -> str:
@@ -300,17 +305,20 @@ class FakeTeams(LoopbackServer):
             return web.json_response({"error": {"code": "ServiceUnavailable"}}, status=503)
         body = await request.json()
         self.requests.append(body)
+        edit_of = request.match_info.get("edit_of")
         sent = Activity(
             conversation=request.match_info["conversation"],
             reply_to=request.match_info.get("reply_to"),
             body=body,
             token=token,
             at=time.monotonic(),
+            id=edit_of or f"reply-{len(self.activities) + 1}",
+            edit_of=edit_of,
         )
         async with self._changed:
-            self.activities.append(sent)
+            (self.edits if edit_of else self.activities).append(sent)
             self._changed.notify_all()
-        return web.json_response({"id": f"reply-{len(self.activities)}"})
+        return web.json_response({"id": sent.id})
 
 
 def _valid_outbound(token: str) -> bool:

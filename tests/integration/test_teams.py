@@ -236,3 +236,32 @@ async def test_errors_are_one_line_and_a_refused_send_is_retried(home: Path) -> 
         [error] = await teams.wait_for(conversation="a:1-bob-personal")
     assert reply.text == "echo: fine" and teams.fail_next == 0
     assert error.text.startswith("⚠️ ") and "\n" not in error.text
+
+
+async def test_a_streamed_reply_shows_in_a_chat_and_the_final_text_replaces_it(
+    home: Path,
+) -> None:
+    async with (
+        FakeTeams() as teams,
+        FakeOpenAI() as llm,
+        gateway(home, teams, overrides(teams, llm)) as gw,
+    ):
+        await gw.running()
+        answer = "word " * 60
+        llm.script(Text(answer, chunk_chars=5, chunk_delay=0.05))  # ~3 s of streaming
+        await gw.post(message("write a lot", service_url=teams.service_url))
+        conversation = "a:1-alice-personal"
+        [shown] = await teams.wait_for(conversation=conversation)
+        async with asyncio.timeout(30):
+            while not any(e.text == answer.strip() for e in teams.edits):
+                await asyncio.sleep(0.05)
+        # In a group chat the final text comes as one message, nothing is edited.
+        edits = len(teams.edits)
+        llm.script(Text(answer, chunk_chars=5, chunk_delay=0.05))
+        await gw.post(message("write a lot", service_url=teams.service_url, kind="groupChat"))
+        [group] = await teams.wait_for(conversation="19:group-chat@thread.v2")
+    assert len(teams.of(conversation=conversation)) == 1  # the streamed message became the reply
+    assert shown.text != answer.strip() and answer.startswith(shown.text)
+    assert {e.edit_of for e in teams.edits} == {shown.id}
+    assert teams.edits[-1].text == answer.strip() and edits >= 2  # streamed, then final
+    assert group.text == answer.strip() and len(teams.edits) == edits
