@@ -265,3 +265,15 @@ async def test_a_streamed_reply_shows_in_a_chat_and_the_final_text_replaces_it(
     assert {e.edit_of for e in teams.edits} == {shown.id}
     assert teams.edits[-1].text == answer.strip() and edits >= 2  # streamed, then final
     assert group.text == answer.strip() and len(teams.edits) == edits
+
+
+async def test_a_service_url_off_microsofts_hosts_is_refused_by_default(home: Path) -> None:
+    async with FakeTeams() as teams, FakeOpenAI() as llm:
+        config = overrides(teams, llm, service_url_allow=[])  # the default
+        async with gateway(home, teams, config) as gw:
+            await gw.running()
+            status, _, _ = await gw.post(message("hi", service_url=teams.service_url))
+            await asyncio.sleep(1.0)
+            report = await gw.status()
+    assert status == 401 and llm.log == [] and teams.activities == []
+    assert report["queue"] == {"pending": 0, "claimed": 0}

@@ -7,15 +7,24 @@ from pathlib import Path
 
 import pytest
 from microsoft_agents.activity import Activity
+from microsoft_agents.hosting.core import ClaimsIdentity
 from pydantic import SecretStr, ValidationError
 
 from channels.teams import TeamsConfig
 from channels.teams.intake import allowed, from_activity, reference_of, session_key, to_inbound
 from channels.teams.render import error_line, split
+from channels.teams.sdk import TeamsSdk
 from gateway.commands.doctor import _check_channels
 from gateway.config import load_config
 from gateway.plugins import discover_channels
-from tests.fakes.fake_teams import APP_ID, BOT_ID, TENANT, WRONG_SECRET, message
+from tests.fakes.fake_teams import (
+    APP_ID,
+    BOT_ID,
+    TENANT,
+    WRONG_SECRET,
+    FakeEntraTokens,
+    message,
+)
 from tests.integration.teams_rig import TEAMS
 
 URL = "https://smba.trafficmanager.net/emea/"
@@ -129,3 +138,18 @@ async def test_doctor_acquires_a_token_and_names_a_wrong_secret(
     else:
         assert "channels.teams.app_password is wrong" in check.reason
         assert WRONG_SECRET not in json.dumps(check.reason)
+
+
+def test_the_host_validator_takes_microsofts_hosts_and_the_allowed_ones() -> None:
+    def allows(config: TeamsConfig, url: str) -> bool:
+        return TeamsSdk.build(config, tokens=FakeEntraTokens).adapter._validate_service_url(
+            ClaimsIdentity(), _parse(text="x").model_copy(update={"service_url": url})
+        )
+
+    default = TeamsConfig()
+    assert allows(default, "https://smba.trafficmanager.net/emea/")
+    assert not allows(default, "https://bots.example.org/")
+    assert not allows(default, "http://127.0.0.1:9/")
+    extra = TeamsConfig(service_url_allow=["bots.example.org"])
+    assert allows(extra, "https://bots.example.org/") and not allows(extra, "http://127.0.0.1:9/")
+    assert allows(TeamsConfig(service_url_allow=["*"]), "http://127.0.0.1:9/")
