@@ -16,6 +16,7 @@ from microsoft_agents.hosting.core import ClaimsIdentity, MessageFactory, TurnCo
 
 from channels.base import ChannelContext
 from channels.teams.config import TeamsConfig
+from channels.teams.indicator import Typing
 from channels.teams.intake import Incoming, allowed, from_activity, reference_of, to_inbound
 from channels.teams.live import LiveText
 from channels.teams.render import error_line, split
@@ -26,7 +27,6 @@ from channels.teams.sdk import (
     check_credentials,
     is_loopback,
 )
-from channels.teams.typing import Typing
 from core.messages import Delivery, OutboundMessage, new_message_id
 
 __all__ = ["REFUSAL", "ROUTE", "TeamsChannel"]
@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 REFUSAL = "Sorry, I'm not set up to talk with you here. Ask my owner to add you."
 """The one reply a user or tenant outside the allow-lists gets."""
 ROUTE = "/api/messages"
-"""Where Teams (the Azure Bot's messaging endpoint) POSTs activities."""
+"""Where Teams (the Azure Bot's messaging endpoint) POSTs activities: a sub-app at
+``/api`` carries the SDK's JWT middleware, which so covers nothing else."""
 _MEMORY = 10_000
 """How many refused activities and parts sent are remembered (oldest forgotten first)."""
 
@@ -109,7 +110,8 @@ class TeamsChannel:
         if context.http is None:
             raise TeamsError("the teams channel needs the gateway's HTTP server ([http] enabled)")
         if not self._routes_added:  # before anything can fail: the app freezes
-            context.http.add_subapp("/api", self._http_app())
+            prefix, _, _ = ROUTE.rpartition("/")
+            context.http.add_subapp(prefix, self._http_app())
             self._routes_added = True
         cfg = self.config
         if cfg.anonymous and not is_loopback(context.http_host):
@@ -132,7 +134,7 @@ class TeamsChannel:
             log.warning("channels.teams.service_url_allow has '*': any serviceUrl is accepted")
         self._context = context
         self._running = True
-        log.info("teams ready on %s app_id=%s", "/api/messages", cfg.app_id or "(anonymous)")
+        log.info("teams ready on %s app_id=%s", ROUTE, cfg.app_id or "(anonymous)")
 
     async def probe(self) -> str:
         """Acquire a token with the configured credentials (``familiar doctor``).
@@ -161,7 +163,7 @@ class TeamsChannel:
         with warnings.catch_warnings():  # the SDK's middleware reads this str key
             warnings.simplefilter("ignore", web.NotAppKeyWarning)
             app["agent_configuration"] = self._sdk.auth
-        app.router.add_post("/messages", self._http_messages)
+        app.router.add_post("/" + ROUTE.rpartition("/")[2], self._http_messages)
         return app
 
     # -- inbound -------------------------------------------------------------------------
