@@ -72,8 +72,9 @@ def from_activity(activity: Activity) -> Incoming | None:
     """The message in ``activity``, or None to ignore it.
 
     Ignored: anything but a message (conversation updates, reactions, invokes), messages
-    without a conversation or id, and the bot's own. In group chats and channels the
-    bot's @-mention is stripped from the text (Teams only sends those when mentioned).
+    without a conversation or id, the bot's own, and in group chats and channels those
+    that do not @-mention the bot (Teams sends those only to apps with resource-specific
+    consent). The mention is stripped from the text.
     """
     if activity.type != ActivityTypes.message or not activity.id or activity.conversation is None:
         return None
@@ -83,6 +84,8 @@ def from_activity(activity: Activity) -> Incoming | None:
         return None
     conversation = activity.conversation
     kind = conversation.conversation_type or ("groupChat" if conversation.is_group else "personal")
+    if kind != "personal" and not activity.is_recipient_mentioned():
+        return None
     text = activity.remove_recipient_mention() if kind != "personal" else (activity.text or "")
     chain: str | None = None
     conversation_id = conversation.id

@@ -81,6 +81,9 @@ def test_what_is_ignored() -> None:
     own = message("x", service_url=URL)
     own["from"] = {"id": BOT_ID}
     assert from_activity(Activity.model_validate(own)) is None
+    unmentioned = message("chatter", service_url=URL, kind="groupChat")
+    unmentioned.pop("entities")
+    assert from_activity(Activity.model_validate(unmentioned)) is None
 
 
 def test_allow_lists() -> None:
