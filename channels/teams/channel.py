@@ -212,14 +212,18 @@ class TeamsChannel:
         )
         if live is not None:
             self._live[message.id] = live
-            live.start()
+            live.start(on_expired=lambda: self._live.pop(message.id, None))
         typing = Typing(
             lambda: self._send_typing(message.delivery),
             interval=self.config.typing_interval,
             first_wait=self._typing_after,
         )
         self._typing[message.id] = typing
-        typing.start(name=f"teams-typing-{message.id}")
+        # A reply another process delivers never reaches send() here: forget it at the end.
+        typing.start(
+            name=f"teams-typing-{message.id}",
+            on_done=lambda: self._typing.pop(message.id, None),
+        )
 
     def _live_text(self, message_id: str, delivery: Delivery, *, kind: str) -> LiveText | None:
         """Streamed text for a 1:1 chat (Teams streams only there; groups get the final)."""

@@ -34,8 +34,10 @@ class Typing:
         self._task: asyncio.Task[None] | None = None
         self.sent = 0
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, *, on_done: Callable[[], object]) -> None:
+        """Begin; ``on_done`` runs when it ends (stopped, or its lifetime is over)."""
         self._task = asyncio.create_task(self._run(), name=name)
+        self._task.add_done_callback(lambda _: on_done())
 
     async def stop(self) -> None:
         """Stop sending (an indicator in flight is cancelled)."""

@@ -60,6 +60,7 @@ class LiveText:
         self._lock = asyncio.Lock()
         self._closed = False
         self._task: asyncio.Task[None] | None = None
+        self._on_expired: Callable[[], object] = lambda: None
         self.placeholder: str | None = None
         """The activity id of the posted message, once posted."""
         self.updates = 0
@@ -70,8 +71,10 @@ class LiveText:
             self._hub.subscribe(self._message_id)
         )
 
-    def start(self) -> None:
-        """Begin following the stream (after `open`)."""
+    def start(self, *, on_expired: Callable[[], object]) -> None:
+        """Begin following the stream (after `open`); ``on_expired`` runs if no reply
+        came within the lifetime (then it unsubscribes itself)."""
+        self._on_expired = on_expired
         self._task = asyncio.create_task(self._run(), name=f"teams-live-{self._message_id}")
 
     async def finish(self) -> str | None:
@@ -92,6 +95,8 @@ class LiveText:
                 await self._follow(subscription)
         except TimeoutError:
             log.info("no reply came within %.0fs; streaming no longer shown", _MAX_LIFETIME)
+            await self._exit.aclose()  # nobody calls finish(): unsubscribe here
+            self._on_expired()
         except Exception:
             log.exception("showing the streamed reply failed")
 
