@@ -22,6 +22,7 @@ __all__ = [
     "ChannelPlugin",
     "DeliveryPolicy",
     "MeteredChannel",
+    "ProbedChannel",
     "RetryingChannel",
 ]
 
@@ -39,6 +40,8 @@ class ChannelContext:
     """The gateway's aiohttp app: add routes on the first start (None when HTTP is off).
 
     The app is frozen once it serves, so a retried start must not add them again."""
+    http_host: str | None = None
+    """The address that HTTP server binds (``http.host``; None when HTTP is off)."""
 
 
 @runtime_checkable
@@ -86,6 +89,19 @@ class MeteredChannel(Protocol):
 
     @property
     def metrics_collector(self) -> Collector: ...
+
+
+@runtime_checkable
+class ProbedChannel(Protocol):
+    """Optional: a channel that can check its credentials without starting (doctor)."""
+
+    async def probe(self) -> str:
+        """Check the credentials against the platform; returns what was proven.
+
+        Raises:
+            FamiliarError: refused or unreachable (the message names the setting).
+        """
+        ...
 
 
 class ChannelConfig(BaseModel):

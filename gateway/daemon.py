@@ -382,7 +382,11 @@ class _Gateway:
         """Start every channel at once; one that fails is retried, never fatal."""
         services = core
         context = ChannelContext(
-            bus=services.bus, hub=services.hub, unread=services.sessions, http=self.http_app
+            bus=services.bus,
+            hub=services.hub,
+            unread=services.sessions,
+            http=self.http_app,
+            http_host=self.config.http.host if self.http_app is not None else None,
         )
 
         failures = self.failures = DeliveryFailures(events=core.events)

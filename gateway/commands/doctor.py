@@ -13,8 +13,10 @@ import aiohttp
 import typer
 from rich.markup import escape
 
-from core.errors import ConfigError
+from channels.base import ProbedChannel
+from core.errors import ConfigError, FamiliarError
 from core.hooks import default_sources, load_hooks
+from core.logctx import redact
 from core.providers.config import ProviderConfig
 from core.tools.sandbox import choose_sandbox
 from gateway.commands.common import (
@@ -201,8 +203,9 @@ async def _check_hooks(home: Path, config: FamiliarConfig | None) -> list[_Check
     return checks
 
 
-def _check_channels(config: FamiliarConfig | None, plugins: ChannelPlugins) -> list[_Check]:
-    """Installed plugins load; each enabled channel accepts its table (credentials too)."""
+async def _check_channels(config: FamiliarConfig | None, plugins: ChannelPlugins) -> list[_Check]:
+    """Installed plugins load; each enabled channel accepts its table (credentials too),
+    and a channel that can probe its credentials (token acquisition) does."""
     checks = [
         _Check(f"channel plugin {name} loads", False, reason)
         for name, reason in plugins.broken.items()
@@ -215,11 +218,19 @@ def _check_channels(config: FamiliarConfig | None, plugins: ChannelPlugins) -> l
         label = f"channel {name} credentials"
         try:
             # Builds the channel (its plugin checks its config) without starting it.
-            build_channels({name: table}, plugins)
+            [channel] = build_channels({name: table}, plugins)
         except ConfigError as exc:
             checks.append(_Check(label, False, str(exc)))
-        else:
+            continue
+        if not isinstance(channel, ProbedChannel):
             checks.append(_Check(label, True, f"[channels.{name}] accepted"))
+            continue
+        try:
+            proven = await channel.probe()
+        except FamiliarError as exc:
+            checks.append(_Check(label, False, redact(str(exc))))
+        else:
+            checks.append(_Check(label, True, proven))
     return checks
 
 
@@ -252,7 +263,8 @@ async def _doctor(home: Path) -> list[_Check]:
         _check_hooks(home, config),
         _check_daemon(home),
     )
-    return [*checks, provider, sandbox, *hooks, *_check_channels(config, plugins), *daemon]
+    channels = await _check_channels(config, plugins)
+    return [*checks, provider, sandbox, *hooks, *channels, *daemon]
 
 
 def doctor(home: HomeOption = None) -> None:

@@ -23,6 +23,7 @@ from pydantic import SecretStr
 from channels.base import Channel
 from channels.cli import ChannelStopped, CliChannel
 from channels.slack import SlackChannel, SlackConfig
+from channels.teams import TeamsChannel, TeamsConfig
 from channels.webhook import (
     HookConfig,
     WebhookChannel,
@@ -32,8 +33,9 @@ from channels.webhook import (
 )
 from core.messages import OutboundMessage
 from tests.fakes.fake_slack import FakeSlack, event_body
+from tests.fakes.fake_teams import APP_ID, TENANT, FakeEntraTokens, FakeTeams, message
 
-__all__ = ["CHANNEL_RIGS", "ChannelRig", "CliRig", "SlackRig", "WebhookRig"]
+__all__ = ["CHANNEL_RIGS", "ChannelRig", "CliRig", "SlackRig", "TeamsRig", "WebhookRig"]
 
 
 class ChannelRig(Protocol):
@@ -282,9 +284,87 @@ class WebhookRig:
         return self._got[said]
 
 
+class TeamsRig:
+    """The Teams channel against the fake Teams: a user writes to the bot in a 1:1 chat.
+
+    ``say`` POSTs a signed activity to ``/api/messages`` and returns its id once the
+    channel answered 202; ``received`` waits for the connector call replying to it.
+    While waiting it asks the channel whether it still runs (an ignored
+    ``conversationUpdate``): a stopped channel answers 503, ending the wait.
+    """
+
+    session_key = re.compile(r"teams:a:[A-Za-z0-9-]+")
+    stopped_errors = (ConnectionError,)
+
+    def __init__(self) -> None:
+        self.fake = FakeTeams()
+        self.http = web.Application()
+        config = TeamsConfig(
+            enabled=True,
+            app_id=APP_ID,
+            app_password=SecretStr("contract-secret"),
+            tenant_id=TENANT,
+            service_url_allow=["*"],
+        )
+        self.channel = TeamsChannel(config=config, tokens=FakeEntraTokens)
+        self._runner: web.AppRunner | None = None
+        self._client: aiohttp.ClientSession | None = None
+        self._jwks = contextlib.ExitStack()
+        self._url = ""
+
+    async def open(self) -> None:
+        await self.fake.start()
+        self._jwks.enter_context(self.fake.sdk_jwks())
+
+    async def started(self) -> None:
+        self._runner = web.AppRunner(self.http, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self._url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/api/messages"
+        self._client = aiohttp.ClientSession()
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self._jwks.close()
+        await self.fake.stop()
+
+    async def _post(self, activity: dict[str, object]) -> int:
+        assert self._client is not None
+        headers = {"Authorization": f"Bearer {self.fake.token()}"}
+        async with self._client.post(self._url, json=activity, headers=headers) as response:
+            if response.status == 503:
+                raise ConnectionError("the teams channel stopped")
+            return response.status
+
+    async def say(self, text: str, *, conversation: str) -> str:
+        activity = message(text, service_url=self.fake.service_url, user=conversation)
+        status = await self._post(activity)
+        assert status == 202, status
+        return str(activity["id"])
+
+    async def received(self, said: str, timeout: float | None) -> str | None:
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    replies = [a for a in self.fake.of() if a.reply_to == said]
+                    if replies:
+                        return replies[0].text
+                    probe = message("", service_url=self.fake.service_url)
+                    probe["type"] = "conversationUpdate"
+                    await self._post(probe)
+                    with contextlib.suppress(TimeoutError):
+                        await self.fake.wait_for(count=len(self.fake.of()) + 1, timeout=0.05)
+        except TimeoutError:
+            return None
+
+
 CHANNEL_RIGS: dict[str, Callable[[], ChannelRig]] = {
     "cli": CliRig,
     "slack": SlackRig,
+    "teams": TeamsRig,
     "webhook": WebhookRig,
 }
 """Every Channel implementation the contract suite runs against, by id."""

@@ -1,0 +1,67 @@
+"""``[channels.teams]``: the Microsoft Teams channel's config model."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_core import PydanticCustomError
+
+from channels.base import ChannelConfig
+
+__all__ = ["AuthType", "TeamsConfig"]
+
+AuthType = Literal["ClientSecret", "UserManagedIdentity", "SystemManagedIdentity"]
+"""How the bot proves who it is to Entra ID (the Agents SDK's ``AUTHTYPE`` values)."""
+
+
+class TeamsConfig(ChannelConfig):
+    """Microsoft Teams (Microsoft 365 Agents SDK): 1:1 chats, group chats, channel mentions.
+
+    Teams POSTs activities to ``POST /api/messages`` on the gateway's HTTP server, behind
+    the SDK's JWT check; replies are sent later through the Bot Connector.
+    """
+
+    app_id: str = ""
+    """The Azure Bot's Microsoft App ID (client id): the audience of Teams' tokens."""
+    app_password: SecretStr | None = None
+    """The app registration's client secret (``auth_type = "ClientSecret"``)."""
+    tenant_id: str = ""
+    """The Entra tenant of the app registration (single-tenant bots)."""
+    auth_type: AuthType = "ClientSecret"
+    """Credential kind, as the SDK names it; managed identities need no password."""
+    allow_tenants: list[str] = Field(default_factory=list)
+    """Entra tenant ids whose users may talk to the bot; empty: any tenant."""
+    allow_users: list[str] = Field(default_factory=list)
+    """Entra (AAD) object ids of the users who may talk to the bot; empty: everyone."""
+    anonymous: bool = False
+    """Accept activities without a token and send replies without one. Only for local
+    tests: refused unless ``http.host`` is a loopback address."""
+    service_url_allow: list[str] = Field(default_factory=list)
+    """Hosts a ``serviceUrl`` may name besides Microsoft's (the SDK's host validator;
+    https only). ``["*"]`` turns the check off (a loopback fake connector in tests)."""
+    typing_interval: float = Field(default=3.0, gt=0)
+    """Seconds between two typing indicators while a turn runs."""
+
+    @model_validator(mode="after")
+    def _credentials(self) -> TeamsConfig:
+        if not self.enabled or self.anonymous:
+            return self
+        missing = [] if self.app_id.strip() else ["app_id"]
+        if self.auth_type == "ClientSecret" and (
+            self.app_password is None or not self.app_password.get_secret_value().strip()
+        ):
+            missing.append("app_password")
+        if missing:
+            raise PydanticCustomError(
+                "teams_credentials_missing",
+                "channels.teams.{key} is required (set it in config.toml or "
+                "FAMILIAR_CHANNELS__TEAMS__{env}; anonymous = true is for local tests only)",
+                {"key": missing[0], "env": missing[0].upper()},
+            )
+        return self
+
+    @property
+    def check_service_url(self) -> bool:
+        """Whether the SDK's host validator checks ``serviceUrl`` (off with ``"*"``)."""
+        return "*" not in self.service_url_allow
