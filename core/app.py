@@ -21,6 +21,7 @@ from core.bus.ephemeral import EphemeralHub
 from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
 from core.events import EventLog
+from core.mcp import McpConfig, McpManager
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
 from core.memory.semantic import SemanticRecall
 from core.memory.tools import memory_tools
@@ -65,6 +66,7 @@ class CoreApp:
     memory: MemoryService
     memory_files: MemoryFileIndexer
     compaction: CompactionWorker
+    mcp: McpManager
 
     async def start(self) -> None:
         await self.runtime.start()
@@ -74,6 +76,7 @@ class CoreApp:
         if self.memory.semantic is not None:
             await self.memory.semantic.start()
         await self.compaction.start()
+        self.mcp.start()  # connects in the background: a bad server never blocks start
 
     async def stop(self, *, grace: float | None = None) -> None:
         await self.approvals.stop()
@@ -83,6 +86,7 @@ class CoreApp:
         if self.schedules.running:
             await self.schedules.stop()
         await self.runtime.stop(grace=grace)
+        await self.mcp.stop()
         await self.compaction.stop()
         if self.provider is not None:
             await self.provider.aclose()
@@ -102,12 +106,14 @@ async def build_core(
     extra_tools: Sequence[Tool] = (),
     memory: MemoryConfig | None = None,
     model: str | None = None,
+    mcp: McpConfig | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime.
 
     Args:
         extra_tools: more tools for the agent (tests, plugins), beside the built-in ones.
         model: the provider's model, for its tokenizer (`core.agent.tokens.for_model`).
+        mcp: MCP servers whose tools the agent may use (servers from files merged in).
     """
     await asyncio.to_thread(scaffold_workspace, workspace)
     if store is None:
@@ -208,4 +214,5 @@ async def build_core(
         memory=memory_service,
         memory_files=MemoryFileIndexer(store=store, workspace=workspace, config=memory),
         compaction=compaction,
+        mcp=McpManager(config=mcp or McpConfig(), registry=registry, workspace=workspace),
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from core.agent.config import AgentConfig
 from core.app import CoreApp, build_core
+from core.mcp import McpConfig
 from core.messages import Delivery, InboundMessage, OutboundMessage, utcnow
 from core.providers.base import Provider
 from core.scheduling import SchedulerConfig
@@ -62,8 +63,10 @@ async def running_core(
     scheduler: SchedulerConfig | None = None,
     schedule_clock: Callable[[], datetime] = utcnow,
     extra_tools: Sequence[Tool] = (),
+    mcp: McpConfig | None = None,
 ) -> AsyncIterator[tuple[CoreApp, Replies]]:
     app = await build_core(
+        mcp=mcp,
         extra_tools=extra_tools,
         store_url=store_url,
         workspace=workspace,

@@ -1,0 +1,127 @@
+"""McpConfig: the ``[mcp]`` section (MCP servers whose tools the agent uses, and our server)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["McpConfig", "McpServeConfig", "McpServerConfig", "Transport"]
+
+Transport = Literal["stdio", "http", "sse"]
+"""How familiar talks to an MCP server: a subprocess, streamable HTTP, or legacy SSE."""
+
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+class McpServerConfig(BaseModel):
+    """One ``[mcp.servers.<name>]`` table (or an entry of an imported ``mcp.json``).
+
+    Attributes:
+        type: ``stdio`` (``command``), ``http`` (streamable HTTP at ``url``, falling back
+            to SSE when the server does not speak it) or ``sse``; inferred when absent.
+        command: the program of a stdio server.
+        args: its arguments.
+        env: variables handed to it, beside a minimal base (``HOME``, ``LOGNAME``,
+            ``PATH``, ``SHELL``, ``TERM``, ``USER``): nothing else of the daemon's
+            environment (its API keys) reaches the server.
+        cwd: its working directory (default: the workspace).
+        url: the endpoint of an HTTP server.
+        headers: HTTP headers sent with every request (``Authorization`` ...).
+        enabled: connect to it at all.
+        timeout: seconds one tool call may take.
+        tools: fnmatch patterns of the server's tool names offered to the model
+            (``None``: all of them).
+        source: where the definition came from (set by the loader, shown by
+            ``familiar mcp list``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Transport | None = None
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    enabled: bool = True
+    timeout: float = Field(default=60.0, gt=0)
+    tools: list[str] | None = None
+    source: str = "config.toml"
+
+    @model_validator(mode="after")
+    def _transport(self) -> McpServerConfig:
+        if self.type is None:
+            self.type = "stdio" if self.command else "http" if self.url else None
+        if self.type == "stdio" and not self.command:
+            raise ValueError("a stdio MCP server needs a command")
+        if self.type in ("http", "sse") and not self.url:
+            raise ValueError(f"an {self.type} MCP server needs a url")
+        if self.type is None:
+            raise ValueError("an MCP server needs a command (stdio) or a url (http)")
+        return self
+
+    @property
+    def transport(self) -> Transport:
+        """The transport, once inferred (never ``None`` after validation)."""
+        return self.type or "stdio"
+
+
+class McpServeConfig(BaseModel):
+    """The ``[mcp.server]`` section: ``familiar mcp serve --http``, for other agents.
+
+    Attributes:
+        token: the bearer token HTTP clients must send (``Authorization: Bearer ...``);
+            serving HTTP refuses to start without one.
+        host: the address the HTTP endpoint binds (loopback by default).
+        port: its port (0 picks a free one).
+        path: the URL path of the endpoint.
+        reply_timeout: seconds ``send_message`` waits for the reply by default.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str | None = Field(default=None, repr=False)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8788, ge=0, le=65535)
+    path: str = "/mcp"
+    reply_timeout: float = Field(default=300.0, gt=0)
+
+
+class McpConfig(BaseModel):
+    """The ``[mcp]`` section.
+
+    Attributes:
+        servers: MCP servers by name (``[mcp.servers.<name>]``); they win over servers of
+            the same name imported from ``mcp.json`` files.
+        import_files: also load servers from ``workspace/.mcp.json``,
+            ``workspace/.github/mcp.json``, ``workspace/.vscode/mcp.json`` and
+            ``$FAMILIAR_HOME/mcp.json``.
+        max_output: characters of a tool result kept (head and tail, with a marker).
+        connect_timeout: seconds a server has to start and list its tools.
+        restart_backoff: seconds before the first restart of a failed server; doubles
+            on each further failure up to ``max_restart_backoff``.
+        max_restart_backoff: the longest wait between restarts.
+        server: the MCP server familiar itself offers (``familiar mcp serve``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    import_files: bool = True
+    max_output: int = Field(default=16_000, ge=100)
+    connect_timeout: float = Field(default=30.0, gt=0)
+    restart_backoff: float = Field(default=0.5, gt=0)
+    max_restart_backoff: float = Field(default=60.0, gt=0)
+    server: McpServeConfig = Field(default_factory=McpServeConfig)
+
+    @model_validator(mode="after")
+    def _names(self) -> McpConfig:
+        for name in self.servers:
+            if not _NAME.fullmatch(name):
+                raise ValueError(
+                    f"MCP server name {name!r}: use letters, digits, '_' and '-' only"
+                )
+        return self

@@ -1,0 +1,141 @@
+"""The MCP client against real MCP server subprocesses (stdio and streamable HTTP)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from core.mcp import McpConfig, McpManager, McpServerConfig
+from core.providers.base import ToolCall
+from core.tools.base import ToolContext
+from core.tools.config import ToolPolicyConfig
+from core.tools.policy import ToolPolicy
+from core.tools.registry import ToolRegistry, ToolResult
+from tests.fakes.mcp_procs import http_server, stdio_server
+from tests.waiting import eventually
+
+
+@asynccontextmanager
+async def manager(
+    tmp_path: Path, policy: ToolPolicyConfig | None = None, **servers: McpServerConfig
+) -> AsyncIterator[tuple[McpManager, ToolRegistry]]:
+    registry = ToolRegistry(policy=ToolPolicy(config=policy) if policy else None)
+    config = McpConfig(servers=servers, restart_backoff=0.1)
+    mgr = McpManager(config=config, registry=registry, workspace=tmp_path)
+    mgr.start()
+    try:
+        await mgr.wait_settled(60)
+        yield mgr, registry
+    finally:
+        await mgr.stop()
+
+
+def ctx(tmp_path: Path) -> ToolContext:
+    return ToolContext(workspace=tmp_path, session_key="cli:t", channel="cli")
+
+
+async def call(registry: ToolRegistry, tmp_path: Path, tool: str, **args: object) -> ToolResult:
+    return await registry.execute(ToolCall(id="c1", name=tool, arguments=args), ctx(tmp_path))
+
+
+async def test_stdio_tools_are_namespaced_with_the_servers_schema(tmp_path: Path) -> None:
+    async with manager(tmp_path, fake=stdio_server()) as (mgr, registry):
+        assert {"mcp__fake__echo", "mcp__fake__add", "mcp__fake__crash"} <= set(registry.names())
+        (spec,) = registry.specs(["mcp__fake__add"])
+        assert spec.parameters["properties"].keys() == {"a", "b"}
+        assert spec.parameters["required"] == ["a", "b"]
+        result = await call(registry, tmp_path, "mcp__fake__add", a=2, b=40)
+        assert (result.content, result.is_error) == ("42", False)
+        (status,) = mgr.status()
+        assert (status.state, status.transport, status.starts) == ("ready", "stdio", 1)
+
+
+async def test_is_error_results_and_bad_arguments_reach_the_model_as_errors(
+    tmp_path: Path,
+) -> None:
+    async with manager(tmp_path, fake=stdio_server()) as (_, registry):
+        failed = await call(registry, tmp_path, "mcp__fake__fail", reason="disk on fire")
+        assert failed.is_error and "disk on fire" in failed.content
+        bad = await call(registry, tmp_path, "mcp__fake__add", a="x")
+        assert bad.is_error
+
+
+async def test_stdio_server_gets_only_declared_env_never_the_daemons_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAMILIAR_PROVIDER__API_KEY", "sk-daemon-secret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-other-secret")
+    server = stdio_server(env={"GITHUB_TOKEN": "ghp-declared"})
+    async with manager(tmp_path, fake=server) as (_, registry):
+        for name, expected in (
+            ("GITHUB_TOKEN", "ghp-declared"),
+            ("FAMILIAR_PROVIDER__API_KEY", "(unset)"),
+            ("OPENAI_API_KEY", "(unset)"),
+        ):
+            result = await call(registry, tmp_path, "mcp__fake__env", name=name)
+            assert result.content == expected, name
+        assert (await call(registry, tmp_path, "mcp__fake__env", name="PATH")).content != "(unset)"
+
+
+async def test_a_server_that_crashes_mid_call_errors_cleanly_and_is_restarted(
+    tmp_path: Path,
+) -> None:
+    async with manager(tmp_path, fake=stdio_server()) as (mgr, registry):
+        crashed = await call(registry, tmp_path, "mcp__fake__crash")
+        assert crashed.is_error and "stopped during the call" in crashed.content
+        connection = mgr.connections["fake"]
+        await eventually(
+            lambda: connection.starts == 2 and connection.state == "ready", what="restart"
+        )
+        again = await call(registry, tmp_path, "mcp__fake__echo", text="back")
+        assert (again.content, again.is_error) == ("back", False)
+
+
+async def test_a_hanging_call_times_out_and_the_server_stays_usable(tmp_path: Path) -> None:
+    async with manager(tmp_path, fake=stdio_server(timeout=1.0)) as (mgr, registry):
+        hung = await call(registry, tmp_path, "mcp__fake__hang")
+        assert hung.is_error and "timed out after 1 s" in hung.content
+        after = await call(registry, tmp_path, "mcp__fake__echo", text="still here")
+        assert after.content == "still here"
+        assert mgr.connections["fake"].starts == 1
+
+
+async def test_tool_allow_list_and_policy_deny(tmp_path: Path) -> None:
+    policy = ToolPolicyConfig(deny=["mcp__x__*"])
+    servers = {"x": stdio_server(), "y": stdio_server(tools=["echo", "a*"])}
+    async with manager(tmp_path, policy, **servers) as (_, registry):
+        assert sorted(n for n in registry.names() if n.startswith("mcp__y")) == [
+            "mcp__y__add",
+            "mcp__y__echo",
+        ]
+        offered = {s.name for s in registry.specs(ctx=ctx(tmp_path))}
+        assert "mcp__y__echo" in offered
+        assert not any(n.startswith("mcp__x__") for n in offered)
+        assert "mcp__x__echo" in registry
+        denied = await call(registry, tmp_path, "mcp__x__echo", text="hi")
+        assert denied.is_error and "denied" in denied.content
+
+
+async def test_a_server_that_cannot_start_is_reported_and_blocks_nothing(
+    tmp_path: Path,
+) -> None:
+    broken = McpServerConfig(command=str(tmp_path / "no-such-server"))
+    async with manager(tmp_path, broken=broken, fake=stdio_server()) as (mgr, registry):
+        status = {s.name: s for s in mgr.status()}
+        assert status["broken"].state == "failed" and status["broken"].error
+        assert [s.name for s in mgr.failing()] == ["broken"]
+        assert (await call(registry, tmp_path, "mcp__fake__echo", text="ok")).content == "ok"
+
+
+async def test_streamable_http_server_with_headers(tmp_path: Path) -> None:
+    async with (
+        http_server() as url,
+        manager(tmp_path, web=McpServerConfig(url=url, headers={"X-Test": "1"})) as (mgr, reg),
+    ):
+        (status,) = mgr.status()
+        assert (status.transport, status.state) == ("http", "ready")
+        result = await call(reg, tmp_path, "mcp__web__add", a=1, b=2)
+        assert (result.content, result.is_error) == ("3", False)
