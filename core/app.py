@@ -21,7 +21,8 @@ from core.bus.ephemeral import EphemeralHub
 from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
 from core.events import EventLog
-from core.mcp import McpConfig, McpManager
+from core.mcp import McpConfig
+from core.mcp.manager import McpManager
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
 from core.memory.semantic import SemanticRecall
 from core.memory.tools import memory_tools

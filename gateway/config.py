@@ -24,6 +24,7 @@ from channels.base import ChannelConfig
 from channels.cli import CliConfig
 from core.agent.config import AgentConfig
 from core.errors import ConfigError
+from core.mcp.config import McpConfig
 from core.memory.config import MemoryConfig
 from core.providers.config import ProviderConfig
 from core.scheduling import SchedulerConfig
@@ -152,6 +153,7 @@ class FamiliarConfig(BaseSettings):
     log: LogConfig = Field(default_factory=LogConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
 
     @classmethod

@@ -22,6 +22,7 @@ from channels.cli import CliChannel
 from core.app import CoreApp, build_core
 from core.bus.delivery import DeliveryWorker
 from core.errors import ConfigError, FamiliarError
+from core.mcp import McpConfig
 from core.messages import OutboundMessage
 from core.providers.base import Provider
 from core.providers.factory import build_provider
@@ -43,6 +44,7 @@ from gateway.http_errors import body_checks
 from gateway.init import RUN_DIR, init_home
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.masking import mask_url
+from gateway.mcp.sources import resolve_mcp
 from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
 from gateway.plugins import ChannelPlugins, build_channels, discover_channels
 from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
@@ -303,6 +305,7 @@ class _Gateway:
             store=self.store,
             memory=self.config.memory,
             model=choice.config.effective_model if choice is not None else None,
+            mcp=await asyncio.to_thread(self._mcp_config),
         )
         await self.metrics.start_tail(self.core.bus, self.core.events)
         if self.config.http.enabled:
@@ -469,6 +472,12 @@ class _Gateway:
                 return
             await asyncio.sleep(0.05)
         log.info("replies left for delivery after restart channels=%s", due)
+
+    def _mcp_config(self) -> McpConfig:
+        mcp, _problems = resolve_mcp(
+            self.config.mcp, home=self.home, workspace=self.workspace, env=self.env
+        )
+        return mcp
 
     # -- reporting -----------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 __all__ = ["McpConfig", "McpServeConfig", "McpServerConfig", "Transport"]
 
@@ -23,12 +23,13 @@ class McpServerConfig(BaseModel):
             to SSE when the server does not speak it) or ``sse``; inferred when absent.
         command: the program of a stdio server.
         args: its arguments.
-        env: variables handed to it, beside a minimal base (``HOME``, ``LOGNAME``,
-            ``PATH``, ``SHELL``, ``TERM``, ``USER``): nothing else of the daemon's
-            environment (its API keys) reaches the server.
+        env: variables handed to it (masked when config is shown), beside a minimal
+            base (``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``):
+            nothing else of the daemon's environment (its API keys) reaches the server.
         cwd: its working directory (default: the workspace).
         url: the endpoint of an HTTP server.
-        headers: HTTP headers sent with every request (``Authorization`` ...).
+        headers: HTTP headers sent with every request (``Authorization`` ...; masked
+            when config is shown).
         enabled: connect to it at all.
         timeout: seconds one tool call may take.
         tools: fnmatch patterns of the server's tool names offered to the model
@@ -42,10 +43,10 @@ class McpServerConfig(BaseModel):
     type: Transport | None = None
     command: str | None = None
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, SecretStr] = Field(default_factory=dict)
     cwd: str | None = None
     url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
     enabled: bool = True
     timeout: float = Field(default=60.0, gt=0)
     tools: list[str] | None = None
@@ -62,6 +63,14 @@ class McpServerConfig(BaseModel):
         if self.type is None:
             raise ValueError("an MCP server needs a command (stdio) or a url (http)")
         return self
+
+    def env_values(self) -> dict[str, str]:
+        """``env`` with its values revealed (they are masked wherever config is shown)."""
+        return {k: v.get_secret_value() for k, v in self.env.items()}
+
+    def header_values(self) -> dict[str, str]:
+        """``headers`` with their values revealed."""
+        return {k: v.get_secret_value() for k, v in self.headers.items()}
 
     @property
     def transport(self) -> Transport:
@@ -83,7 +92,7 @@ class McpServeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    token: str | None = Field(default=None, repr=False)
+    token: SecretStr | None = None
     host: str = "127.0.0.1"
     port: int = Field(default=8788, ge=0, le=65535)
     path: str = "/mcp"
@@ -121,7 +130,5 @@ class McpConfig(BaseModel):
     def _names(self) -> McpConfig:
         for name in self.servers:
             if not _NAME.fullmatch(name):
-                raise ValueError(
-                    f"MCP server name {name!r}: use letters, digits, '_' and '-' only"
-                )
+                raise ValueError(f"MCP server name {name!r}: use letters, digits, '_' and '-' only")
         return self

@@ -100,6 +100,8 @@ class McpConnection:
         self._broken = asyncio.Event()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.sse_fallback = False
+        """An ``http`` server that did not speak streamable HTTP is tried over SSE."""
 
     def start(self) -> None:
         """Start the owner task (connects in the background; never raises)."""
@@ -183,10 +185,13 @@ class McpConnection:
             except Exception as exc:
                 self.error = _describe(exc)
                 log.warning("mcp server %s failed: %s", self.name, self.error)
+                if self.config.transport == "http" and self.starts == 0:
+                    self.sse_fallback = not self.sse_fallback
+                    if self.sse_fallback:
+                        continue  # try SSE at once; back to streamable HTTP if that fails
             finally:
                 self._client = None
                 self._ready.clear()
-                self.tools = [] if self.state is not ServerState.READY else self.tools
             self._settled.set()
             if self._stopping.is_set():
                 break
@@ -237,15 +242,16 @@ class McpConnection:
             params = StdioServerParameters(
                 command=cfg.command or "",
                 args=cfg.args,
-                env=cfg.env,
+                env=cfg.env_values(),
                 cwd=cfg.cwd or self._workspace,
             )
             return stdio_client(params)
-        http = httpx2.AsyncClient(headers=cfg.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+        headers = cfg.header_values()
+        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
         stack.push_async_callback(http.aclose)
         url = cfg.url or ""
-        if cfg.transport == "sse":
-            return sse_client(url, headers=cfg.headers)
+        if cfg.transport == "sse" or self.sse_fallback:
+            return sse_client(url, headers=headers)
         return streamable_http_client(url, http_client=http)
 
 

@@ -29,7 +29,13 @@ _VAR = re.compile(
     r"|\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
     r"|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
 )
-_TYPES = {"stdio": "stdio", "local": "stdio", "http": "http", "streamable-http": "http", "sse": "sse"}
+_TYPES = {
+    "stdio": "stdio",
+    "local": "stdio",
+    "http": "http",
+    "streamable-http": "http",
+    "sse": "sse",
+}
 _FIELDS = ("type", "command", "args", "env", "cwd", "url", "headers", "tools", "timeout")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -79,15 +85,16 @@ def _entry(raw: dict[str, Any], env: Mapping[str, str], source: str) -> McpServe
         fields["tools"] = None
     elif fields.get("tools") == "":
         fields["tools"] = []
-    fields = {k: v if k in ("type", "timeout", "tools") else _expand_all(v, env) for k, v in fields.items()}
+    fields = {
+        k: v if k in ("type", "timeout", "tools") else _expand_all(v, env)
+        for k, v in fields.items()
+    }
     if raw.get("disabled") is True:
         fields["enabled"] = False
     return McpServerConfig(**fields, source=source)
 
 
-def parse_mcp_json(
-    text: str, *, env: Mapping[str, str], source: str
-) -> dict[str, McpServerConfig]:
+def parse_mcp_json(text: str, *, env: Mapping[str, str], source: str) -> dict[str, McpServerConfig]:
     """The servers defined in one ``mcp.json`` document.
 
     An entry that is not valid is skipped with a warning naming it (one broken entry

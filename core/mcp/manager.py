@@ -78,11 +78,7 @@ class McpManager:
     async def wait_settled(self, timeout: float) -> None:
         """Wait (at most ``timeout``) until every enabled server first connected or failed."""
         await asyncio.gather(
-            *(
-                c.wait_settled(timeout)
-                for c in self.connections.values()
-                if c.config.enabled
-            )
+            *(c.wait_settled(timeout) for c in self.connections.values() if c.config.enabled)
         )
 
     def status(self) -> list[ServerStatus]:

@@ -79,9 +79,7 @@ class McpTool:
     validates the arguments and answers bad ones with an error result).
     """
 
-    def __init__(
-        self, *, connection: McpConnection, tool: mcp_types.Tool, max_output: int
-    ) -> None:
+    def __init__(self, *, connection: McpConnection, tool: mcp_types.Tool, max_output: int) -> None:
         self.connection = connection
         self.remote_name = tool.name
         self.name = tool_name(connection.name, tool.name)

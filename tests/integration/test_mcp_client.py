@@ -8,13 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from core.mcp import McpConfig, McpManager, McpServerConfig
+from core.event_data import ToolComplete
+from core.mcp import McpConfig, McpServerConfig
+from core.mcp.manager import McpManager
 from core.providers.base import ToolCall
+from core.providers.config import ProviderConfig
+from core.providers.openai import OpenAIProvider
 from core.tools.base import ToolContext
 from core.tools.config import ToolPolicyConfig
 from core.tools.policy import ToolPolicy
 from core.tools.registry import ToolRegistry, ToolResult
+from tests.fakes.fake_openai import FakeOpenAI, ToolCalls
 from tests.fakes.mcp_procs import http_server, stdio_server
+from tests.integration.harness import inbound, running_core
 from tests.waiting import eventually
 
 
@@ -139,3 +145,30 @@ async def test_streamable_http_server_with_headers(tmp_path: Path) -> None:
         assert (status.transport, status.state) == ("http", "ready")
         result = await call(reg, tmp_path, "mcp__web__add", a=1, b=2)
         assert (result.content, result.is_error) == ("3", False)
+
+
+async def test_the_models_tool_call_reaches_the_mcp_server_and_returns(tmp_path: Path) -> None:
+    async with FakeOpenAI() as fake:
+        fake.script(ToolCalls((("mcp__fake__add", {"a": 20, "b": 22}),)), "the sum is 42")
+        provider = OpenAIProvider(
+            config=ProviderConfig(kind="openai", base_url=fake.base_url, model="fake")
+        )
+        async with running_core(
+            store_url=f"sqlite+aiosqlite:///{tmp_path / 'f.db'}",
+            workspace=tmp_path / "ws",
+            provider=provider,
+            mcp=McpConfig(servers={"fake": stdio_server()}),
+        ) as (app, replies):
+            await app.mcp.wait_settled(60)
+            m = inbound("cli:t", "add 20 and 22")
+            await app.bus.publish_inbound(m)
+            (out,) = await replies.wait([m.id])
+            events = await app.events.list("cli:t", message_id=m.id)
+        await provider.aclose()
+    assert out.text == "the sum is 42"
+    offered = {t["function"]["name"]: t["function"] for t in fake.requests[0]["tools"]}
+    assert offered["mcp__fake__add"]["parameters"]["required"] == ["a", "b"]
+    tool_message = fake.requests[-1]["messages"][-1]
+    assert (tool_message["role"], tool_message["content"]) == ("tool", "42")
+    complete = [e.data for e in events if isinstance(e.data, ToolComplete)]
+    assert [(c.tool, c.is_error) for c in complete] == [("mcp__fake__add", False)]
