@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from core.event_data import ToolComplete
 from core.mcp import McpConfig, McpServerConfig
@@ -18,8 +21,10 @@ from core.tools.base import ToolContext
 from core.tools.config import ToolPolicyConfig
 from core.tools.policy import ToolPolicy
 from core.tools.registry import ToolRegistry, ToolResult
+from gateway.cli import app
+from gateway.mcp import resolve_mcp
 from tests.fakes.fake_openai import FakeOpenAI, ToolCalls
-from tests.fakes.mcp_procs import http_server, stdio_server
+from tests.fakes.mcp_procs import ROOT, http_server, stdio_server
 from tests.integration.harness import inbound, running_core
 from tests.waiting import eventually
 
@@ -172,3 +177,49 @@ async def test_the_models_tool_call_reaches_the_mcp_server_and_returns(tmp_path:
     assert (tool_message["role"], tool_message["content"]) == ("tool", "42")
     complete = [e.data for e in events if isinstance(e.data, ToolComplete)]
     assert [(c.tool, c.is_error) for c in complete] == [("mcp__fake__add", False)]
+
+
+def write_mcp_json(workspace: Path) -> None:
+    workspace.mkdir(parents=True, exist_ok=True)
+    entry = {
+        "command": "${PYTHON}",
+        "args": ["-m", "tests.fakes.mcp_tools_server"],
+        "cwd": "${env:FAKE_ROOT}",
+        "env": {"PYTHONPATH": "${FAKE_ROOT}", "SECRET": "$MY_TOKEN", "MODE": "${MODE:-auto}"},
+    }
+    (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {"fromfile": entry}}))
+
+
+async def test_a_server_from_mcp_json_with_var_expansion_loads(tmp_path: Path) -> None:
+    write_mcp_json(tmp_path / "ws")
+    env = {"PYTHON": sys.executable, "FAKE_ROOT": str(ROOT), "MY_TOKEN": "tok-123"}
+    mcp, problems = resolve_mcp(McpConfig(), home=tmp_path, workspace=tmp_path / "ws", env=env)
+    assert problems == []
+    async with manager(tmp_path, **mcp.servers) as (mgr, registry):
+        (status,) = mgr.status()
+        assert (status.name, status.state) == ("fromfile", "ready")
+        assert status.source == str(tmp_path / "ws" / ".mcp.json")
+        for name, expected in (("SECRET", "tok-123"), ("MODE", "auto")):
+            result = await call(registry, tmp_path, "mcp__fromfile__env", name=name)
+            assert result.content == expected
+
+
+def test_mcp_list_without_a_gateway_probes_the_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_mcp_json(tmp_path / "workspace")
+    (tmp_path / "config.toml").write_text(
+        '[mcp.servers.off]\ncommand = "nothing"\nenabled = false\n', encoding="utf-8"
+    )
+    for name, value in (("PYTHON", sys.executable), ("FAKE_ROOT", str(ROOT)), ("MY_TOKEN", "x")):
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(app, ["mcp", "list", "--json", "--home", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.stdout)
+    assert listed["from"].startswith("probed here")
+    servers = {s["name"]: s for s in listed["servers"]}
+    assert servers["off"]["state"] == "disabled"
+    assert servers["fromfile"]["state"] == "ready"
+    assert "mcp__fromfile__echo" in servers["fromfile"]["tools"]
+    table = CliRunner().invoke(app, ["mcp", "list", "--home", str(tmp_path)])
+    assert "fromfile" in table.stdout and "mcp__fromfile__add" in table.stdout
