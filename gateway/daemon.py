@@ -318,6 +318,7 @@ class _Gateway:
                 bus=self.core.bus,
                 events=self.core.events,
                 not_ready=self.readiness,
+                details=self.readiness_details,
             )
         self.state = ControlState(
             home=self.home,
@@ -486,6 +487,11 @@ class _Gateway:
         if self.watch is not None and not self.stopping:
             await self.watch.check()
         return self.not_ready()
+
+    def readiness_details(self) -> dict[str, Any]:
+        """What ``/readyz`` adds without changing readiness: MCP servers that failed."""
+        failing = self.core.mcp.failing() if self.core is not None else []
+        return {"mcp_failing": {s.name: s.error for s in failing}} if failing else {}
 
     def not_ready(self) -> list[str]:
         """Why the gateway is not ready (empty when it is)."""

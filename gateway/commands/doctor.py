@@ -165,7 +165,22 @@ async def _check_daemon(home: Path) -> list[_Check]:
         # What the gateway itself found, e.g. under a systemd unit that forbids namespaces.
         network = bool(sandbox.get("network", True))
         checks.append(_sandbox_verdict("exec sandbox in the gateway", sandbox, network=network))
+    checks += [_mcp_server(s) for s in result.get("mcp") or [] if isinstance(s, dict)]
     return checks
+
+
+def _mcp_server(server: dict[str, Any]) -> _Check:
+    """One MCP server as the gateway sees it; a failing one fails the check."""
+    label = f"mcp server {server.get('name')}"
+    where = f"(from {server.get('source')})"
+    state = server.get("state")
+    if state == "ready":
+        return _Check(label, True, f"ready, {len(server.get('tools') or [])} tools {where}")
+    if state == "disabled":
+        return _Check(label, True, f"disabled {where}")
+    if state == "starting":
+        return _Check(label, True, f"starting {where}", warn=True)
+    return _Check(label, False, f"{state}: {server.get('error') or 'unknown error'} {where}")
 
 
 def _running(channel: dict[str, Any]) -> _Check:

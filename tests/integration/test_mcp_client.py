@@ -18,7 +18,7 @@ from core.providers.base import ToolCall
 from core.providers.config import ProviderConfig
 from core.providers.openai import OpenAIProvider
 from core.tools.base import ToolContext
-from core.tools.config import ToolPolicyConfig
+from core.tools.config import PolicyRule, ToolPolicyConfig
 from core.tools.policy import ToolPolicy
 from core.tools.registry import ToolRegistry, ToolResult
 from gateway.cli import app
@@ -223,3 +223,16 @@ def test_mcp_list_without_a_gateway_probes_the_servers(
     assert "mcp__fromfile__echo" in servers["fromfile"]["tools"]
     table = CliRunner().invoke(app, ["mcp", "list", "--home", str(tmp_path)])
     assert "fromfile" in table.stdout and "mcp__fromfile__add" in table.stdout
+
+
+async def test_an_agent_types_tool_list_restricts_mcp_tools(tmp_path: Path) -> None:
+    policy = ToolPolicyConfig(per_agent={"reviewer": PolicyRule(allow=["mcp__fake__echo"])})
+    async with manager(tmp_path, policy, fake=stdio_server()) as (_, registry):
+        reviewer = ToolContext(workspace=tmp_path, session_key="subagent:1", agent_type="reviewer")
+        assert [s.name for s in registry.specs(ctx=reviewer)] == ["mcp__fake__echo"]
+        refused = await registry.execute(
+            ToolCall(id="c", name="mcp__fake__add", arguments={"a": 1, "b": 2}), reviewer
+        )
+        assert refused.is_error and "allow list" in refused.content
+        main = {s.name for s in registry.specs(ctx=ctx(tmp_path))}
+        assert {"mcp__fake__echo", "mcp__fake__add"} <= main
