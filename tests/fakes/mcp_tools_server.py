@@ -18,7 +18,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-server = MCPServer("fake-tools", version="1.0")
+server = MCPServer("fake-tools", version="1.0", log_level="WARNING")
 
 
 @server.tool()
