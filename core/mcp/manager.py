@@ -87,7 +87,7 @@ class McpManager:
             ServerStatus(
                 name=name,
                 source=c.config.source,
-                transport=c.config.transport,
+                transport="sse" if c.sse_fallback else c.config.transport,
                 enabled=c.config.enabled,
                 state=c.state.value if c.config.enabled else "disabled",
                 error=c.error,

@@ -24,13 +24,14 @@ def stdio_server(**overrides: Any) -> McpServerConfig:
 
 
 @contextlib.asynccontextmanager
-async def http_server() -> AsyncIterator[str]:
-    """Run the fake server over streamable HTTP in a subprocess; yield its ``/mcp`` URL."""
+async def http_server(*, sse: bool = False) -> AsyncIterator[str]:
+    """Run the fake server over streamable HTTP (or legacy SSE) in a subprocess; yield its
+    URL (``/mcp``, or ``/sse``)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         MODULE,
-        "--http",
+        "--sse" if sse else "--http",
         cwd=ROOT,
         stdout=asyncio.subprocess.PIPE,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
@@ -40,7 +41,7 @@ async def http_server() -> AsyncIterator[str]:
         async with asyncio.timeout(60):
             line = (await proc.stdout.readline()).decode()
         assert line.startswith("PORT "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+        yield f"http://127.0.0.1:{int(line.split()[1])}/{'sse' if sse else 'mcp'}"
     finally:
         if proc.returncode is None:
             proc.terminate()

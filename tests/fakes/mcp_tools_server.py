@@ -2,8 +2,8 @@
 
 Tools: ``echo(text)``, ``add(a, b)``, ``env(name)`` (a variable of its environment),
 ``fail(reason)`` (an ``is_error`` result), ``crash()`` (the process exits mid-call) and
-``hang()`` (never answers). ``--http`` serves ``/mcp`` on 127.0.0.1 at a free port and
-prints ``PORT <n>`` on stdout once it listens.
+``hang()`` (never answers). ``--http`` serves ``/mcp`` (``--sse``: legacy SSE at ``/sse``)
+on 127.0.0.1 at a free port and prints ``PORT <n>`` on stdout once it listens.
 """
 
 from __future__ import annotations
@@ -58,12 +58,12 @@ async def hang() -> str:
     return "unreachable"
 
 
-async def _serve_http() -> None:
+async def _serve_http(*, sse: bool) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)  # connections queue up until uvicorn serves
-    app = server.streamable_http_app()
+    app = server.sse_app() if sse else server.streamable_http_app()
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     web = uvicorn.Server(config)
     print(f"PORT {sock.getsockname()[1]}", flush=True)
@@ -73,9 +73,10 @@ async def _serve_http() -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP")
+    parser.add_argument("--sse", action="store_true", help="serve legacy SSE at /sse")
     args = parser.parse_args(argv)
-    if args.http:
-        asyncio.run(_serve_http())
+    if args.http or args.sse:
+        asyncio.run(_serve_http(sse=args.sse))
     else:
         server.run()
 

@@ -236,3 +236,16 @@ async def test_an_agent_types_tool_list_restricts_mcp_tools(tmp_path: Path) -> N
         assert refused.is_error and "allow list" in refused.content
         main = {s.name for s in registry.specs(ctx=ctx(tmp_path))}
         assert {"mcp__fake__echo", "mcp__fake__add"} <= main
+
+
+async def test_an_http_url_falls_back_to_sse_when_the_server_only_speaks_sse(
+    tmp_path: Path,
+) -> None:
+    async with (
+        http_server(sse=True) as url,
+        manager(tmp_path, old=McpServerConfig(url=url)) as (mgr, registry),
+    ):
+        (status,) = mgr.status()
+        assert status.state == "ready" and mgr.connections["old"].sse_fallback
+        result = await call(registry, tmp_path, "mcp__old__add", a=5, b=6)
+        assert (result.content, result.is_error) == ("11", False)
