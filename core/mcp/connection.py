@@ -158,8 +158,8 @@ class McpConnection:
         detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         log.warning("mcp server %s: connection lost during %s: %s", self.name, tool, detail)
         return ToolFailed(
-            f"MCP server {self.name!r} stopped during the call to {tool} ({detail}); "
-            "it is being restarted, the call may be retried"
+            f"lost the connection to MCP server {self.name!r} calling {tool} ({detail}); "
+            "the server is being restarted, the call may be retried"
         )
 
     async def _connected(self) -> Client:

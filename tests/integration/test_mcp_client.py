@@ -96,7 +96,7 @@ async def test_a_server_that_crashes_mid_call_errors_cleanly_and_is_restarted(
 ) -> None:
     async with manager(tmp_path, fake=stdio_server()) as (mgr, registry):
         crashed = await call(registry, tmp_path, "mcp__fake__crash")
-        assert crashed.is_error and "stopped during the call" in crashed.content
+        assert crashed.is_error and "lost the connection" in crashed.content
         connection = mgr.connections["fake"]
         await eventually(
             lambda: connection.starts == 2 and connection.state == "ready", what="restart"
