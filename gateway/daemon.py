@@ -44,6 +44,8 @@ from gateway.http_errors import body_checks
 from gateway.init import RUN_DIR, init_home
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.masking import mask_url
+from gateway.mcp.endpoint import mount_mcp_endpoint
+from gateway.mcp.mount import AsgiMount
 from gateway.mcp.sources import resolve_mcp
 from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
 from gateway.plugins import ChannelPlugins, build_channels, discover_channels
@@ -222,6 +224,7 @@ class _Gateway:
         self.http_app: web.Application | None = None
         self.http_runner: web.AppRunner | None = None
         self.http_site: web.TCPSite | None = None
+        self.mcp_mount: AsgiMount | None = None
         self.control: ControlServer | None = None
         self.listening: set[str] = set()
         """The listeners that accept connections: ``http``, ``control``."""
@@ -320,6 +323,10 @@ class _Gateway:
                 not_ready=self.readiness,
                 details=self.readiness_details,
             )
+            if self.config.mcp.server.enabled:
+                self.mcp_mount = await mount_mcp_endpoint(
+                    self.http_app, home=self.home, config=self.config
+                )
         self.state = ControlState(
             home=self.home,
             workspace=self.workspace,
@@ -438,6 +445,8 @@ class _Gateway:
             await self.control.close()
         if self.http_runner is not None:
             await self.http_runner.cleanup()
+        if self.mcp_mount is not None:
+            await self.mcp_mount.stop()
         for supervisor in self.supervisors:
             await supervisor.stop()
         if self.watch is not None:

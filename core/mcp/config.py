@@ -79,24 +79,33 @@ class McpServerConfig(BaseModel):
 
 
 class McpServeConfig(BaseModel):
-    """The ``[mcp.server]`` section: ``familiar mcp serve --http``, for other agents.
+    """The ``[mcp.server]`` section: familiar as an MCP server, for other agents.
 
     Attributes:
+        enabled: serve streamable HTTP at ``path`` on the gateway's HTTP port
+            (``[http]``); needs ``token``.
         token: the bearer token HTTP clients must send (``Authorization: Bearer ...``);
             serving HTTP refuses to start without one.
-        host: the address the HTTP endpoint binds (loopback by default).
+        host: the address ``familiar mcp serve --http`` binds (loopback by default).
         port: its port (0 picks a free one).
-        path: the URL path of the endpoint.
+        path: the URL path of the endpoint (on the gateway and with ``--http``).
         reply_timeout: seconds ``send_message`` waits for the reply by default.
     """
 
     model_config = ConfigDict(extra="forbid")
 
+    enabled: bool = False
     token: SecretStr | None = None
     host: str = "127.0.0.1"
     port: int = Field(default=8788, ge=0, le=65535)
-    path: str = "/mcp"
+    path: str = Field(default="/mcp", pattern=r"^/[A-Za-z0-9_./-]*$")
     reply_timeout: float = Field(default=300.0, gt=0)
+
+    @model_validator(mode="after")
+    def _token_when_enabled(self) -> McpServeConfig:
+        if self.enabled and (self.token is None or not self.token.get_secret_value()):
+            raise ValueError("serving MCP on the gateway needs a token (mcp.server.token)")
+        return self
 
 
 class McpConfig(BaseModel):
