@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -11,8 +12,10 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from typer.testing import CliRunner
 
 from core.errors import ConfigError
+from gateway.cli import app
 from gateway.commands.doctor import _doctor
 from gateway.config import load_config
 from tests.fakes.fake_openai import FakeOpenAI, ToolCalls
@@ -58,10 +61,19 @@ async def test_gateway_offers_mcp_tools_and_reports_broken_servers(daemon_home: 
             async with aiohttp.ClientSession() as http, http.get(readyz) as response:
                 ready = await response.json()
             checks = {c.name: c for c in await _doctor(home)}
+            listed = await asyncio.to_thread(
+                CliRunner().invoke, app, ["mcp", "list", "--json", "--home", str(home)]
+            )
     assert fake.requests[-1]["messages"][-1]["content"] == "via mcp"
     assert ready["status"] == "ready" and "broken" in ready["mcp_failing"]
     assert checks["mcp server fake"].ok and "tools" in checks["mcp server fake"].reason
     assert not checks["mcp server broken"].ok
+    assert listed.exit_code == 0, listed.output
+    servers = {s["name"]: s for s in json.loads(listed.stdout)["servers"]}
+    assert json.loads(listed.stdout)["from"] == "gateway"
+    assert servers["fake"]["state"] == "ready" and servers["fake"]["starts"] == 1
+    assert "mcp__fake__echo" in servers["fake"]["tools"]
+    assert servers["broken"]["state"] == "failed" and servers["broken"]["error"]
 
 
 @pytest.mark.slow
