@@ -25,8 +25,9 @@ from gateway.commands.common import (
     stdout_console,
 )
 from gateway.commands.doctor_store import store_checks
-from gateway.config import CONFIG_FILE, FamiliarConfig, load_config
+from gateway.config import CONFIG_FILE, FamiliarConfig, load_config, workspace_dir
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
+from gateway.mcp import resolve_mcp
 from gateway.plugins import ChannelPlugins, build_channels, discover_channels
 from gateway.provider_detect import detect_provider
 
@@ -56,6 +57,20 @@ def _check_home(home: Path) -> _Check:
 def _check_http(config: FamiliarConfig | None) -> list[_Check]:
     exposed = config.http.exposure() if config is not None else None
     return [] if exposed is None else [_Check("http on loopback", True, exposed, warn=True)]
+
+
+def _check_mcp_files(home: Path, config: FamiliarConfig | None) -> list[_Check]:
+    """The MCP servers defined, and the ``mcp.json`` files that could not be used."""
+    if config is None:
+        return []
+    mcp, problems = resolve_mcp(
+        config.mcp, home=home, workspace=workspace_dir(home, config), env=os.environ
+    )
+    checks = [_Check("mcp.json files", False, problem) for problem in problems]
+    if mcp.servers:
+        names = ", ".join(f"{n} ({s.source})" for n, s in sorted(mcp.servers.items()))
+        checks.append(_Check("mcp servers defined", True, names))
+    return checks
 
 
 def _check_workspace(home: Path, config: FamiliarConfig | None) -> _Check:
@@ -237,6 +252,7 @@ async def _doctor(home: Path) -> list[_Check]:
     except ConfigError as exc:
         checks = [_Check("config valid", False, str(exc)), *_channel_config_error(exc)]
     checks += [_check_home(home), _check_workspace(home, config), *_check_http(config)]
+    checks += _check_mcp_files(home, config)
     checks += [_Check(*check) for check in await store_checks(home, config)]
     provider, sandbox, daemon = await asyncio.gather(
         _check_provider(config), _check_sandbox(config), _check_daemon(home)

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from core.errors import ConfigError
 from core.mcp import McpConfig, McpServerConfig, expand, parse_mcp_json, safe_server_name
 from core.mcp.tools import tool_name
+from gateway.commands.doctor import _check_mcp_files
 from gateway.config import load_config
 from gateway.masking import MASK, masked
 from gateway.mcp import resolve_mcp
@@ -137,3 +138,14 @@ def test_config_toml_section_and_masking(tmp_path: Path) -> None:
     shown = json.dumps(masked(config))
     assert "ghp-secret" not in shown and "serve-secret" not in shown and MASK in shown
     assert config.mcp.server.host == "127.0.0.1"
+
+
+def test_doctor_names_the_servers_and_the_files_it_could_not_use(tmp_path: Path) -> None:
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / ".mcp.json").write_text('{"mcpServers": {"a": {"command": "x"}}}')
+    (tmp_path / "mcp.json").write_text("{oops")
+    checks = _check_mcp_files(tmp_path, load_config(tmp_path))
+    failed = [c for c in checks if not c.ok]
+    assert len(failed) == 1 and str(tmp_path / "mcp.json") in failed[0].reason
+    (defined,) = [c for c in checks if c.ok]
+    assert defined.reason == f"a ({tmp_path / 'workspace' / '.mcp.json'})"
