@@ -113,6 +113,10 @@ class McpConnection:
         """Close the connection (a stdio server is terminated) and end the owner task."""
         self._stopping.set()
         if self._task is not None:
+            if self.state is not ServerState.READY:
+                # Still connecting (maybe to a server that never answers): don't wait
+                # out connect_timeout. A ready connection closes on the stop event.
+                self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -249,3 +250,18 @@ async def test_an_http_url_falls_back_to_sse_when_the_server_only_speaks_sse(
         assert status.state == "ready" and mgr.connections["old"].sse_fallback
         result = await call(registry, tmp_path, "mcp__old__add", a=5, b=6)
         assert (result.content, result.is_error) == ("11", False)
+
+
+async def test_stopping_does_not_wait_for_a_server_that_never_answers(tmp_path: Path) -> None:
+    silent = McpServerConfig(command=sys.executable, args=["-c", "import time; time.sleep(600)"])
+    registry = ToolRegistry()
+    mgr = McpManager(
+        config=McpConfig(servers={"silent": silent}, connect_timeout=600),
+        registry=registry,
+        workspace=tmp_path,
+    )
+    mgr.start()
+    await eventually(lambda: mgr.connections["silent"].state == "starting", what="starting")
+    async with asyncio.timeout(60):  # far below connect_timeout
+        await mgr.stop()
+    assert mgr.status()[0].state == "stopped" and len(registry) == 0
