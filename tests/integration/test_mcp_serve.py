@@ -69,7 +69,14 @@ async def exercise(client: Client) -> None:
 async def test_stdio_serve_sends_reads_and_schedules_through_the_gateway(tmp_path: Path) -> None:
     async with control_stack(tmp_path) as stack, Client(serve_params(tmp_path)) as client:
         await exercise(client)
-        assert await stack.core.sessions.count() >= 1
+        queued = data(
+            await client.call_tool(
+                "send_message", {"text": "!gate later", "session": "bg", "wait": False}
+            )
+        )
+        assert (queued["status"], queued["session"]) == ("queued", "cli:bg")
+        assert queued["message_id"]
+        assert await stack.core.bus.message_status(queued["message_id"]) is not None
 
 
 @pytest.mark.slow
