@@ -109,11 +109,13 @@ class McpServeConfig(BaseModel):
 
 
 class McpConfig(BaseModel):
-    """The ``[mcp]`` section.
+    """The ``[mcp]`` section: MCP servers whose tools the agent uses (``mcp__<server>__<tool>``).
 
     Attributes:
-        servers: MCP servers by name (``[mcp.servers.<name>]``); they win over servers of
-            the same name imported from ``mcp.json`` files.
+        servers: MCP servers by name, one ``[mcp.servers.<name>]`` table each (``command``,
+            ``args``, ``env``, ``cwd`` for stdio; ``url``, ``headers`` for HTTP;
+            ``enabled``, ``timeout``, ``tools``); they win over servers of the same name
+            imported from ``mcp.json`` files.
         import_files: also load servers from ``workspace/.mcp.json``,
             ``workspace/.github/mcp.json``, ``workspace/.vscode/mcp.json`` and
             ``$FAMILIAR_HOME/mcp.json``.
