@@ -22,6 +22,8 @@ from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
 from core.events import EventLog
 from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
+from core.mcp import McpConfig
+from core.mcp.manager import McpManager
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
 from core.memory.semantic import SemanticRecall
 from core.memory.tools import memory_tools
@@ -66,6 +68,7 @@ class CoreApp:
     memory: MemoryService
     memory_files: MemoryFileIndexer
     compaction: CompactionWorker
+    mcp: McpManager
     hooks: Hooks | None = None
 
     async def start(self) -> None:
@@ -76,6 +79,7 @@ class CoreApp:
         if self.memory.semantic is not None:
             await self.memory.semantic.start()
         await self.compaction.start()
+        self.mcp.start()  # connects in the background: a bad server never blocks start
 
     async def stop(self, *, grace: float | None = None) -> None:
         await self.approvals.stop()
@@ -85,6 +89,7 @@ class CoreApp:
         if self.schedules.running:
             await self.schedules.stop()
         await self.runtime.stop(grace=grace)
+        await self.mcp.stop()
         await self.compaction.stop()
         if self.provider is not None:
             await self.provider.aclose()
@@ -106,6 +111,7 @@ async def build_core(
     model: str | None = None,
     hooks: HooksConfig | None = None,
     hooks_dir: Path | None = None,
+    mcp: McpConfig | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime.
 
@@ -115,6 +121,7 @@ async def build_core(
         hooks: the ``[hooks]`` section (default: hooks on).
         hooks_dir: the operator's own hook folder (``$FAMILIAR_HOME/hooks``), read beside
             the workspace's ``.github/hooks`` and ``.claude/settings*.json``.
+        mcp: MCP servers whose tools the agent may use (servers from files merged in).
     """
     await asyncio.to_thread(scaffold_workspace, workspace)
     if store is None:
@@ -225,4 +232,5 @@ async def build_core(
         memory_files=MemoryFileIndexer(store=store, workspace=workspace, config=memory),
         compaction=compaction,
         hooks=hook_runner,
+        mcp=McpManager(config=mcp or McpConfig(), registry=registry, workspace=workspace),
     )

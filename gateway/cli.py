@@ -26,6 +26,7 @@ from gateway.commands.common import (
 from gateway.commands.config_show import config_app
 from gateway.commands.doctor import doctor
 from gateway.commands.inspect import sessions_app, status
+from gateway.commands.mcp import mcp_app
 from gateway.commands.memory import memory_app
 from gateway.commands.schedule import schedule_app
 from gateway.commands.service import service_app
@@ -98,6 +99,7 @@ app.add_typer(sessions_app, name="sessions")
 app.add_typer(service_app, name="service")
 app.add_typer(schedule_app, name="schedule")
 app.add_typer(memory_app, name="memory")
+app.add_typer(mcp_app, name="mcp")
 app.command("send")(send)
 app.command("chat")(chat)
 app.command("status")(status)

@@ -25,6 +25,7 @@ from channels.cli import CliConfig
 from core.agent.config import AgentConfig
 from core.errors import ConfigError
 from core.hooks import HooksConfig
+from core.mcp.config import McpConfig
 from core.memory.config import MemoryConfig
 from core.providers.config import ProviderConfig
 from core.scheduling import SchedulerConfig
@@ -156,6 +157,7 @@ class FamiliarConfig(BaseSettings):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
 
     @classmethod

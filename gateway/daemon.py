@@ -22,6 +22,7 @@ from channels.cli import CliChannel
 from core.app import CoreApp, build_core
 from core.bus.delivery import DeliveryWorker
 from core.errors import ConfigError, FamiliarError
+from core.mcp import McpConfig
 from core.messages import OutboundMessage
 from core.providers.base import Provider
 from core.providers.factory import build_provider
@@ -44,6 +45,9 @@ from gateway.http_errors import body_checks
 from gateway.init import RUN_DIR, init_home
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.masking import mask_url
+from gateway.mcp.endpoint import mount_mcp_endpoint
+from gateway.mcp.mount import AsgiMount
+from gateway.mcp.sources import resolve_mcp
 from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
 from gateway.plugins import ChannelPlugins, build_channels, discover_channels
 from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
@@ -221,6 +225,7 @@ class _Gateway:
         self.http_app: web.Application | None = None
         self.http_runner: web.AppRunner | None = None
         self.http_site: web.TCPSite | None = None
+        self.mcp_mount: AsgiMount | None = None
         self.control: ControlServer | None = None
         self.listening: set[str] = set()
         """The listeners that accept connections: ``http``, ``control``."""
@@ -306,6 +311,7 @@ class _Gateway:
             model=choice.config.effective_model if choice is not None else None,
             hooks=self.config.hooks,
             hooks_dir=hooks_dir(self.home),
+            mcp=await asyncio.to_thread(self._mcp_config),
         )
         await self.metrics.start_tail(self.core.bus, self.core.events)
         if self.config.http.enabled:
@@ -318,7 +324,12 @@ class _Gateway:
                 bus=self.core.bus,
                 events=self.core.events,
                 not_ready=self.readiness,
+                details=self.readiness_details,
             )
+            if self.config.mcp.server.enabled:
+                self.mcp_mount = await mount_mcp_endpoint(
+                    self.http_app, home=self.home, config=self.config
+                )
         self.state = ControlState(
             home=self.home,
             workspace=self.workspace,
@@ -441,6 +452,8 @@ class _Gateway:
             await self.control.close()
         if self.http_runner is not None:
             await self.http_runner.cleanup()
+        if self.mcp_mount is not None:
+            await self.mcp_mount.stop()
         for supervisor in self.supervisors:
             await supervisor.stop()
         if self.watch is not None:
@@ -477,6 +490,12 @@ class _Gateway:
             await asyncio.sleep(0.05)
         log.info("replies left for delivery after restart channels=%s", due)
 
+    def _mcp_config(self) -> McpConfig:
+        mcp, _problems = resolve_mcp(
+            self.config.mcp, home=self.home, workspace=self.workspace, env=self.env
+        )
+        return mcp
+
     # -- reporting -----------------------------------------------------------------------
 
     async def readiness(self) -> list[str]:
@@ -484,6 +503,11 @@ class _Gateway:
         if self.watch is not None and not self.stopping:
             await self.watch.check()
         return self.not_ready()
+
+    def readiness_details(self) -> dict[str, Any]:
+        """What ``/readyz`` adds without changing readiness: MCP servers that failed."""
+        failing = self.core.mcp.failing() if self.core is not None else []
+        return {"mcp_failing": {s.name: s.error for s in failing}} if failing else {}
 
     def not_ready(self) -> list[str]:
         """Why the gateway is not ready (empty when it is)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Final
+from typing import Any, Final
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -159,6 +159,7 @@ def add_health_routes(
     bus: MessageLookup,
     events: EventLog,
     not_ready: Callable[[], Awaitable[list[str]]],
+    details: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
     """Mount ``GET /healthz``, ``GET /readyz`` and ``GET /metrics`` on ``app``.
 
@@ -168,6 +169,8 @@ def add_health_routes(
         bus: asked for queue depth and new messages at scrape time.
         events: tailed for turns, tool calls and errors at scrape time.
         not_ready: the reasons the gateway is not ready (empty when it is).
+        details: more to say in ``/readyz`` without changing readiness (e.g. the MCP
+            servers that failed); added to the body when not empty.
     """
 
     async def healthz(_request: web.Request) -> web.Response:
@@ -175,9 +178,11 @@ def add_health_routes(
 
     async def readyz(_request: web.Request) -> web.Response:
         reasons = await not_ready()
+        extra = details() if details is not None else {}
         if reasons:
-            return web.json_response({"status": "not ready", "reasons": reasons}, status=503)
-        return web.json_response({"status": "ready"})
+            body = {"status": "not ready", "reasons": reasons, **extra}
+            return web.json_response(body, status=503)
+        return web.json_response({"status": "ready", **extra})
 
     async def scrape(_request: web.Request) -> web.Response:
         try:

@@ -31,6 +31,7 @@ from gateway.commands.doctor_memory import memory_checks
 from gateway.commands.doctor_store import store_checks
 from gateway.config import CONFIG_FILE, FamiliarConfig, hooks_dir, load_config, workspace_dir
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
+from gateway.mcp import resolve_mcp
 from gateway.plugins import ChannelPlugins, build_channels, discover_channels
 from gateway.provider_detect import detect_provider
 
@@ -60,6 +61,20 @@ def _check_home(home: Path) -> _Check:
 def _check_http(config: FamiliarConfig | None) -> list[_Check]:
     exposed = config.http.exposure() if config is not None else None
     return [] if exposed is None else [_Check("http on loopback", True, exposed, warn=True)]
+
+
+def _check_mcp_files(home: Path, config: FamiliarConfig | None) -> list[_Check]:
+    """The MCP servers defined, and the ``mcp.json`` files that could not be used."""
+    if config is None:
+        return []
+    mcp, problems = resolve_mcp(
+        config.mcp, home=home, workspace=workspace_dir(home, config), env=os.environ
+    )
+    checks = [_Check("mcp.json files", False, problem) for problem in problems]
+    if mcp.servers:
+        names = ", ".join(f"{n} ({s.source})" for n, s in sorted(mcp.servers.items()))
+        checks.append(_Check("mcp servers defined", True, names))
+    return checks
 
 
 def _check_workspace(home: Path, config: FamiliarConfig | None) -> _Check:
@@ -169,7 +184,22 @@ async def _check_daemon(home: Path) -> list[_Check]:
         # What the gateway itself found, e.g. under a systemd unit that forbids namespaces.
         network = bool(sandbox.get("network", True))
         checks.append(_sandbox_verdict("exec sandbox in the gateway", sandbox, network=network))
+    checks += [_mcp_server(s) for s in result.get("mcp") or [] if isinstance(s, dict)]
     return checks
+
+
+def _mcp_server(server: dict[str, Any]) -> _Check:
+    """One MCP server as the gateway sees it; a failing one fails the check."""
+    label = f"mcp server {server.get('name')}"
+    where = f"(from {server.get('source')})"
+    state = server.get("state")
+    if state == "ready":
+        return _Check(label, True, f"ready, {len(server.get('tools') or [])} tools {where}")
+    if state == "disabled":
+        return _Check(label, True, f"disabled {where}")
+    if state == "starting":
+        return _Check(label, True, f"starting {where}", warn=True)
+    return _Check(label, False, f"{state}: {server.get('error') or 'unknown error'} {where}")
 
 
 def _running(channel: dict[str, Any]) -> _Check:
@@ -255,6 +285,7 @@ async def _doctor(home: Path) -> list[_Check]:
     except ConfigError as exc:
         checks = [_Check("config valid", False, str(exc)), *_channel_config_error(exc)]
     checks += [_check_home(home), _check_workspace(home, config), *_check_http(config)]
+    checks += _check_mcp_files(home, config)
     checks += [_Check(*check) for check in await store_checks(home, config)]
     checks += [_Check(*check) for check in await memory_checks(home, config)]
     provider, sandbox, hooks, daemon = await asyncio.gather(

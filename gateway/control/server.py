@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +133,7 @@ class _ControlApi:
                 "busy_sessions": s.core.runtime.busy_sessions,
                 "exec_sandbox": await self._exec_sandbox(),
                 "http": s.http_address,
+                "mcp": [asdict(server) for server in s.core.mcp.status()],
             }
         )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from core.agent.config import AgentConfig
 from core.app import CoreApp, build_core
 from core.hooks import HooksConfig
+from core.mcp import McpConfig
 from core.messages import Delivery, InboundMessage, OutboundMessage, utcnow
 from core.providers.base import Provider
 from core.scheduling import SchedulerConfig
@@ -65,8 +66,10 @@ async def running_core(
     extra_tools: Sequence[Tool] = (),
     hooks: HooksConfig | None = None,
     hooks_dir: Path | None = None,
+    mcp: McpConfig | None = None,
 ) -> AsyncIterator[tuple[CoreApp, Replies]]:
     app = await build_core(
+        mcp=mcp,
         extra_tools=extra_tools,
         store_url=store_url,
         workspace=workspace,

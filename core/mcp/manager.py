@@ -1,0 +1,124 @@
+"""McpManager: every configured MCP server's connection, and its tools in the tool registry."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import ConfigError
+from core.tools.registry import ToolRegistry
+
+from .config import McpConfig
+from .connection import McpConnection, ServerState
+from .tools import McpTool
+
+__all__ = ["McpManager", "ServerStatus"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServerStatus:
+    """What ``familiar mcp list``, ``doctor`` and ``/readyz`` say about one server."""
+
+    name: str
+    source: str
+    transport: str
+    enabled: bool
+    state: str
+    error: str | None
+    tools: tuple[str, ...]
+    """The public names (``mcp__<server>__<tool>``) registered for it."""
+    starts: int
+
+
+class McpManager:
+    """Connects the enabled servers in the background and keeps their tools registered.
+
+    Starting never blocks and never fails: a server that does not start is reported
+    (``status()``) and retried with backoff, while the other tools work.
+
+    Args:
+        config: the ``[mcp]`` section, its ``servers`` already merged with imported ones.
+        registry: where the servers' tools are registered (and unregistered).
+        workspace: a stdio server's working directory unless it names one.
+    """
+
+    def __init__(self, *, config: McpConfig, registry: ToolRegistry, workspace: Path) -> None:
+        self.config = config
+        self._registry = registry
+        self.connections: dict[str, McpConnection] = {
+            name: McpConnection(
+                name=name,
+                config=server,
+                workspace=workspace,
+                connect_timeout=config.connect_timeout,
+                backoff=config.restart_backoff,
+                max_backoff=config.max_restart_backoff,
+                on_tools=self._register,
+            )
+            for name, server in config.servers.items()
+        }
+        self._registered: dict[str, list[str]] = {}
+
+    def start(self) -> None:
+        """Start connecting every enabled server (in the background)."""
+        for connection in self.connections.values():
+            if connection.config.enabled:
+                connection.start()
+
+    async def stop(self) -> None:
+        """Close every connection (stdio servers are terminated) and drop their tools."""
+        await asyncio.gather(*(c.stop() for c in self.connections.values()))
+        for name in list(self._registered):
+            self._unregister(name)
+
+    async def wait_settled(self, timeout: float) -> None:
+        """Wait (at most ``timeout``) until every enabled server first connected or failed."""
+        await asyncio.gather(
+            *(c.wait_settled(timeout) for c in self.connections.values() if c.config.enabled)
+        )
+
+    def status(self) -> list[ServerStatus]:
+        """Every configured server, by name."""
+        return [
+            ServerStatus(
+                name=name,
+                source=c.config.source,
+                transport="sse" if c.sse_fallback else c.config.transport,
+                enabled=c.config.enabled,
+                state=c.state.value if c.config.enabled else "disabled",
+                error=c.error,
+                tools=tuple(self._registered.get(name, ())),
+                starts=c.starts,
+            )
+            for name, c in sorted(self.connections.items())
+        ]
+
+    def failing(self) -> list[ServerStatus]:
+        """The enabled servers that are not connected now."""
+        return [s for s in self.status() if s.enabled and s.state == ServerState.FAILED.value]
+
+    def _unregister(self, server: str) -> None:
+        for name in self._registered.pop(server, []):
+            self._registry.unregister(name)
+
+    def _register(self, connection: McpConnection) -> None:
+        self._unregister(connection.name)
+        names: list[str] = []
+        for remote in connection.tools:
+            tool = McpTool(connection=connection, tool=remote, max_output=self.config.max_output)
+            try:
+                self._registry.register(tool)
+            except ConfigError:
+                log.warning(
+                    "mcp server %s: tool %s skipped, the name %s is taken",
+                    connection.name,
+                    remote.name,
+                    tool.name,
+                )
+                continue
+            names.append(tool.name)
+        self._registered[connection.name] = names

@@ -1,0 +1,145 @@
+"""``familiar mcp list|serve``: the MCP servers the agent uses, and familiar as an MCP server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from core.errors import ConfigError
+from core.mcp import McpConfig
+from gateway.commands.common import (
+    HomeOption,
+    JsonOption,
+    fail,
+    print_json,
+    resolve_home,
+    stdout_console,
+)
+from gateway.config import FamiliarConfig, load_config, workspace_dir
+from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
+from gateway.mcp import resolve_mcp
+
+__all__ = ["mcp_app"]
+
+mcp_app = typer.Typer(
+    no_args_is_help=True,
+    help="MCP: list the servers whose tools the agent uses; serve familiar to other agents.",
+)
+
+
+def _config(home: Path) -> tuple[FamiliarConfig, McpConfig, list[str]]:
+    try:
+        config = load_config(home)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    mcp, problems = resolve_mcp(
+        config.mcp, home=home, workspace=workspace_dir(home, config), env=os.environ
+    )
+    return config, mcp, problems
+
+
+async def _from_daemon(home: Path) -> list[dict[str, Any]] | None:
+    try:
+        async with ControlClient(home, connect_timeout=3.0) as client:
+            status = await asyncio.wait_for(client.status(), 10.0)
+    except (DaemonUnavailable, ControlError, TimeoutError):
+        return None
+    servers = status.get("mcp")
+    return [s for s in servers if isinstance(s, dict)] if isinstance(servers, list) else None
+
+
+async def _probe(mcp: McpConfig, workspace: Path) -> list[dict[str, Any]]:
+    # Imported here, not at the top: the MCP SDK adds most of a second to every command.
+    from core.mcp.manager import McpManager
+    from core.tools.registry import ToolRegistry
+
+    manager = McpManager(config=mcp, registry=ToolRegistry(), workspace=workspace)
+    manager.start()
+    try:
+        await manager.wait_settled(mcp.connect_timeout)
+        return [asdict(s) for s in manager.status()]
+    finally:
+        await manager.stop()
+
+
+@mcp_app.command("list")
+def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """Every MCP server: where it is defined, its state and its tools.
+
+    The running gateway's view when one answers; otherwise each enabled server is
+    started here once to list its tools.
+    """
+    home_dir = resolve_home(home)
+    config, mcp, problems = _config(home_dir)
+    servers = asyncio.run(_from_daemon(home_dir))
+    where = "gateway"
+    if servers is None:
+        where = "probed here (no gateway running)"
+        servers = asyncio.run(_probe(mcp, workspace_dir(home_dir, config)))
+    if as_json:
+        print_json({"servers": servers, "from": where, "problems": problems})
+        return
+    for problem in problems:
+        typer.echo(f"warning: {problem}", err=True)
+    if not servers:
+        typer.echo("No MCP servers configured ([mcp.servers.<name>] or an mcp.json file).")
+        return
+    table = Table("server", "transport", "state", "defined in", "tools", title=f"MCP ({where})")
+    for s in servers:
+        state = str(s.get("state"))
+        if s.get("error"):
+            state += f": {s['error']}"
+        table.add_row(
+            escape(str(s.get("name"))),
+            str(s.get("transport")),
+            escape(state),
+            escape(str(s.get("source"))),
+            escape(", ".join(s.get("tools") or []) or "-"),
+        )
+    stdout_console().print(table)
+
+
+@mcp_app.command("serve")
+def serve(
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve streamable HTTP instead of stdio.")
+    ] = False,
+    host: Annotated[
+        str | None, typer.Option("--host", help="HTTP address (default mcp.server.host).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="HTTP port (default mcp.server.port).")
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """Serve familiar's tools (send_message, list_sessions, read_session, schedule_*) over MCP.
+
+    stdio by default (for Claude Desktop, Copilot, IDEs); ``--http`` serves streamable
+    HTTP, which requires ``[mcp.server] token``. Either way the tools talk to the
+    running gateway; when none runs, each tool says so.
+    """
+    from gateway.mcp.http import serve_http  # the MCP SDK: see _probe
+    from gateway.mcp.server import build_mcp_server
+
+    home_dir = resolve_home(home)
+    config, _, _ = _config(home_dir)
+    serve_config = config.mcp.server
+    updates = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    serve_config = serve_config.model_copy(update=updates)
+    server = build_mcp_server(home_dir, serve_config)
+    if not http:
+        server.run()
+        return
+    try:
+        asyncio.run(serve_http(server, serve_config))
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
