@@ -34,6 +34,11 @@ from core.scheduling import (
 )
 from core.sessions import SessionStore
 from core.store.engine import Store
+from core.tasks.agent_files import AgentSource
+from core.tasks.catalog import AgentCatalog, home_agent_sources
+from core.tasks.commands import register_task_commands
+from core.tasks.registry import TaskRegistry
+from core.tasks.tools import subagent_tools
 from core.tools.approvals import ApprovalService, register_approval_commands
 from core.tools.base import Tool, ToolDeps
 from core.tools.config import ToolsConfig
@@ -65,8 +70,10 @@ class CoreApp:
     memory: MemoryService
     memory_files: MemoryFileIndexer
     compaction: CompactionWorker
+    tasks: TaskRegistry
 
     async def start(self) -> None:
+        await self.tasks.start()
         await self.runtime.start()
         await self.schedules.start()
         await self.approvals.start()
@@ -83,6 +90,7 @@ class CoreApp:
         if self.schedules.running:
             await self.schedules.stop()
         await self.runtime.stop(grace=grace)
+        await self.tasks.stop()
         await self.compaction.stop()
         if self.provider is not None:
             await self.provider.aclose()
@@ -102,12 +110,17 @@ async def build_core(
     extra_tools: Sequence[Tool] = (),
     memory: MemoryConfig | None = None,
     model: str | None = None,
+    home: Path | None = None,
+    agent_sources: Sequence[AgentSource] | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime.
 
     Args:
         extra_tools: more tools for the agent (tests, plugins), beside the built-in ones.
         model: the provider's model, for its tokenizer (`core.agent.tokens.for_model`).
+        home: FAMILIAR_HOME, whose ``agents/`` holds the user's custom agents.
+        agent_sources: where custom agents are read from, instead of the default places
+            (`core.tasks.catalog.home_agent_sources`).
     """
     await asyncio.to_thread(scaffold_workspace, workspace)
     if store is None:
@@ -139,6 +152,17 @@ async def build_core(
         SemanticRecall(store=store, config=memory.embeddings) if memory.embeddings.enabled else None
     )
     memory_service = MemoryService(store=store, config=memory, semantic=semantic)
+    task_registry = TaskRegistry(
+        store=store,
+        bus=bus,
+        events=events,
+        sessions=sessions,
+        catalog=AgentCatalog(
+            sources=home_agent_sources(workspace, home) if agent_sources is None else agent_sources
+        ),
+        config=tools.subagents,
+    )
+    register_task_commands(commands, task_registry)
     registry = ToolRegistry(
         tools=[
             *fs_tools(tools),
@@ -146,9 +170,11 @@ async def build_core(
             task_complete,
             manage_schedule,
             *memory_tools(),
+            *(subagent_tools() if tools.subagents.enabled else ()),
             *extra_tools,
         ],
         policy=ToolPolicy(config=tools.policy),
+        parallel=tools.parallel_tools,
     )
     context = ContextBuilder(
         workspace=workspace,
@@ -180,9 +206,10 @@ async def build_core(
         config=agent,
         workspace=workspace,
         commands=commands,
-        tool_deps=ToolDeps(schedules, approvals, memory_service),
+        tool_deps=ToolDeps(schedules, approvals, memory_service, task_registry),
         compaction=compaction if memory.compaction == "model" else None,
         notices=approvals,
+        profiles=task_registry,
     )
     runtime = AgentRuntime(
         inbox=bus,
@@ -208,4 +235,5 @@ async def build_core(
         memory=memory_service,
         memory_files=MemoryFileIndexer(store=store, workspace=workspace, config=memory),
         compaction=compaction,
+        tasks=task_registry,
     )
