@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from core.agent.config import AgentConfig
 from core.app import CoreApp, build_core
@@ -62,8 +63,11 @@ async def running_core(
     scheduler: SchedulerConfig | None = None,
     schedule_clock: Callable[[], datetime] = utcnow,
     extra_tools: Sequence[Tool] = (),
+    **core: Any,
 ) -> AsyncIterator[tuple[CoreApp, Replies]]:
+    """A started core (``core``: more `build_core` arguments) and its replies."""
     app = await build_core(
+        **core,
         extra_tools=extra_tools,
         store_url=store_url,
         workspace=workspace,
