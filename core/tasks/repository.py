@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, or_, select, update
+from sqlalchemy import Connection, func, insert, or_, select, text, update
 
 from core.store.engine import Store
 from core.store.models import EventRow
@@ -42,6 +42,11 @@ class TaskRepository:
 
     @staticmethod
     def running_in(conn: Connection) -> int:
+        """Running agents, counted under a lock held to the end of the transaction (on
+        PostgreSQL an advisory lock; SQLite has one writer anyway), so two spawns
+        checking the cap at once cannot both pass it."""
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('familiar.subagents'))"))
         query = select(func.count()).select_from(_tasks).where(_tasks.c.status == "running")
         return int(conn.execute(query).scalar() or 0)
 
