@@ -499,7 +499,9 @@ class TaskRegistry:
             return None
         task = await self.repo.by_child_key(session_key)
         if task is None:
-            return TurnProfile(agent_type="subagent", depth=1, refuse="unknown subagent session")
+            # Published by something other than the registry: a plain depth-1 child
+            # (its memory layer treats it as a subagent either way).
+            return TurnProfile(agent_type="general-purpose", depth=1)
         if task.status == "cancelled":
             return TurnProfile(
                 agent_type=task.agent_type,
