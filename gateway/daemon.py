@@ -303,6 +303,7 @@ class _Gateway:
             store=self.store,
             memory=self.config.memory,
             model=choice.config.effective_model if choice is not None else None,
+            home=self.home,
         )
         await self.metrics.start_tail(self.core.bus, self.core.events)
         if self.config.http.enabled:
