@@ -267,3 +267,31 @@ async def test_unknown_agent_type_lists_the_valid_ones(store_url: str, tmp_path:
     for name in ("general-purpose", "explore", "task", "rubber-duck"):
         assert name in reply.text
     assert started == []
+
+
+async def test_tasks_slash_command_lists_and_cancels(store_url: str, tmp_path: Path) -> None:
+    def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        if session and session.startswith("subagent:"):
+            return Stall()
+        if (result := last_text(messages)) is not None:
+            return f"parent got: {result}"
+        return [spawn_call("wait forever", mode="background", description="waiting")]
+
+    async with rig(tmp_path, store_url, respond) as (app, replies, _fake):
+        message = inbound(PARENT, "go")
+        await app.bus.publish_inbound(message)
+        await replies.wait([message.id])
+        task = await only_task(app, PARENT)
+        listing = inbound(PARENT, "/tasks")
+        other = inbound("test:other", "/tasks")
+        for m in (listing, other):
+            await app.bus.publish_inbound(m)
+        listed, nothing = await replies.wait([listing.id, other.id])
+        cancel = inbound(PARENT, f"/tasks cancel {task.id}")
+        await app.bus.publish_inbound(cancel)
+        (cancelled,) = await replies.wait([cancel.id])
+        after = await app.tasks.repo.get(task.id)
+    assert task.id in listed.text and "running" in listed.text and "waiting" in listed.text
+    assert nothing.text == "No subagents in this session."
+    assert cancelled.text == f"Cancelled {task.id}."
+    assert after is not None and after.status == "cancelled"
