@@ -72,3 +72,20 @@ def test_list_show_cancel(daemon: ControlStack, home: Path, loop_thread: LoopThr
     assert result.exit_code == 1 and "no task 'nope'" in result.stderr
     result = cli("tasks", "cancel", "nope", "--home", str(home))
     assert result.exit_code == 1 and "no subagent 'nope'" in result.stderr
+
+
+def test_doctor_reports_bad_agent_files_and_loads_the_rest(
+    daemon: ControlStack, home: Path
+) -> None:
+    (home / "config.toml").write_text('[provider]\nkind = "scripted"\n')
+    agents = home / "workspace" / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "good.md").write_text("---\nname: good\ndescription: fine\n---\nbody\n")
+    (agents / "bad.md").write_text("---\nname: bad\ndescription: [oops\ntools: x\n---\n")
+    (home / "agents").mkdir()
+    (home / "agents" / "mine.md").write_text("---\ndescription: mine\n---\n")
+    result = cli("doctor", "--home", str(home))
+    assert result.exit_code == 1
+    out = " ".join(result.stdout.split())
+    assert "✓ custom agents: 2 loaded (good, mine)" in out
+    assert f"✗ custom agent file: {agents / 'bad.md'}:4: bad YAML front matter" in out
