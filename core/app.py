@@ -209,7 +209,7 @@ async def build_core(
         tool_deps=ToolDeps(schedules, approvals, memory_service, task_registry),
         compaction=compaction if memory.compaction == "model" else None,
         notices=approvals,
-        profiles=task_registry,
+        profiles=task_registry.profiles,
     )
     runtime = AgentRuntime(
         inbox=bus,

@@ -12,33 +12,30 @@ result.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Connection
 
-from core.agent.services import TurnProfile
-from core.bus.base import Outbox, Publisher, ReplyWaiter
 from core.errors import TaskNotFound, TaskRefused
-from core.event_data import EventPayload, SubagentCompleted, SubagentFailed, SubagentStarted
+from core.event_data import SubagentFailed, SubagentStarted
 from core.events import Event, EventLog
-from core.messages import Delivery, InboundMessage, OutboundMessage
+from core.messages import Delivery, InboundMessage
 from core.sessions import SessionStore
 from core.store.engine import Store
 from core.tasks.catalog import AgentCatalog
+from core.tasks.collector import SUBAGENT_CHANNEL, AnswerCollector, TaskBus, status_of
 from core.tasks.config import SubagentsConfig
-from core.tasks.handoff import clip, handoff_fields, handoff_message
+from core.tasks.handoff import clip, handoff_fields
+from core.tasks.profiles import SUBAGENT_PREFIX, SubagentProfiles, SubagentStartContext
 from core.tasks.records import TaskRecord
 from core.tasks.repository import TaskRepository
-from core.tasks.spec import AgentSpec
 from core.tools.base import NO_CAPACITY_HANDOVER, Capacity
 
 __all__ = [
@@ -53,24 +50,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SUBAGENT_PREFIX = "subagent:"
-SUBAGENT_CHANNEL = "subagent"
-_PREVIEW = 500
 _SNAPSHOT_CHARS = 600
-
-
-class TaskBus(Publisher, ReplyWaiter, Outbox, Protocol):
-    """What the registry needs of the bus: publish, wait for replies, take its outbox."""
-
-
-class SubagentStartContext(Protocol):
-    """Adds context to a subagent's prompt when it starts (the ``subagentStart`` hook).
-
-    Asked once per agent and process (the answer is kept for the agent's later turns);
-    each string becomes a section of the child's system prompt.
-    """
-
-    async def start_context(self, task: TaskRecord) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,29 +118,27 @@ class TaskRegistry:
         self._events = events
         self._sessions = sessions
         self._clock = clock
-        self._start_contexts: list[SubagentStartContext] = []
-        self._started_context: dict[str, tuple[str, ...]] = {}
         self._spawn_counts: dict[str, int] = {}
-        self._worker: asyncio.Task[None] | None = None
+        self.profiles = SubagentProfiles(repo=self.repo, catalog=catalog)
+        """The `TurnProfiles` of child sessions (for `TurnServices.profiles`)."""
+        self._collector = AnswerCollector(
+            store=store, bus=bus, events=events, repo=self.repo, config=config, clock=clock
+        )
 
     def add_start_context(self, provider: SubagentStartContext) -> None:
-        """Register a source of extra prompt context for starting subagents (hooks)."""
-        self._start_contexts.append(provider)
+        """Register a source of extra prompt context for starting subagents: the
+        ``subagentStart`` hook's ``additionalContext`` goes into the child's prompt."""
+        self.profiles.add_start_context(provider)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start taking the children's answers from the outbox."""
-        if self._worker is None:
-            self._worker = asyncio.create_task(self._collect(), name="familiar-subagents")
+        await self._collector.start()
 
     async def stop(self) -> None:
         """Stop collecting. Running children stay on the bus, claimable by the next run."""
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker
+        await self._collector.stop()
 
     # -- starting --------------------------------------------------------------------------
 
@@ -355,7 +333,7 @@ class TaskRegistry:
             if again is None:
                 return WaitOutcome(current, "running", None, timed_out=True)
             reply = again
-        return WaitOutcome(current, _status_of(current, reply), reply.text)
+        return WaitOutcome(current, status_of(current, reply), reply.text)
 
     async def send(self, owner_key: str, ref: str, text: str, *, wait: bool) -> TaskRecord:
         """Give an idle (or running) agent of ``owner_key`` another message.
@@ -490,147 +468,3 @@ class TaskRegistry:
                 )
             log.info("subagent cancelled agent_id=%s owner=%s", record.id, record.owner_key)
         return [r for r, _ in cancelled]
-
-    # -- the child's turns -----------------------------------------------------------------
-
-    async def profile(self, session_key: str) -> TurnProfile | None:
-        """The TurnProfile of a ``subagent:`` session (None for any other session)."""
-        if not session_key.startswith(SUBAGENT_PREFIX):
-            return None
-        task = await self.repo.by_child_key(session_key)
-        if task is None:
-            # Published by something other than the registry: a plain depth-1 child
-            # (its memory layer treats it as a subagent either way).
-            return TurnProfile(agent_type="general-purpose", depth=1)
-        if task.status == "cancelled":
-            return TurnProfile(
-                agent_type=task.agent_type,
-                depth=task.depth,
-                refuse=f"subagent {task.id} was cancelled",
-            )
-        spec = await self.catalog.get(task.agent_type)
-        if spec is None:
-            return TurnProfile(
-                agent_type=task.agent_type,
-                depth=task.depth,
-                refuse=f"agent type {task.agent_type!r} no longer exists in the catalog",
-            )
-        sections = [_identity(task, spec)]
-        if task.snapshot:
-            sections.append(
-                "## Your parent's recent conversation (read-only snapshot)\n\n" + task.snapshot
-            )
-        sections.extend(await self._start_context(task))
-        return TurnProfile(
-            agent_type=task.agent_type,
-            depth=task.depth,
-            tools=spec.tools,
-            model=task.model,
-            instructions=tuple(sections),
-            read_scopes=(task.owner_key,) if task.memory_mode == "inherit-readonly" else (),
-        )
-
-    async def _start_context(self, task: TaskRecord) -> tuple[str, ...]:
-        """The one place where hooks add to a starting child's prompt (``subagentStart``)."""
-        if not self._start_contexts:
-            return ()
-        found = self._started_context.get(task.id)
-        if found is None:
-            parts: list[str] = []
-            for provider in self._start_contexts:
-                parts.extend(s for s in await provider.start_context(task) if s.strip())
-            found = self._started_context[task.id] = tuple(parts)
-        return found
-
-    # -- the children's answers ------------------------------------------------------------
-
-    async def _collect(self) -> None:
-        while True:
-            try:
-                for due in await self._bus.due_outbound(SUBAGENT_CHANNEL, limit=100):
-                    await self._settle(due.message)
-                    await self._bus.mark_delivered(due.message.id)
-            except Exception:
-                log.exception("collecting subagent answers failed; retrying")
-                await asyncio.sleep(1.0)
-            await self._bus.wait_outbound(SUBAGENT_CHANNEL, 1.0)
-
-    async def _settle(self, reply: OutboundMessage) -> None:
-        """Record a child's answer; hand it to the parent when asked to (idempotent)."""
-        task = await self.repo.by_child_key(reply.session_key)
-        if task is None or reply.inbound_id != task.message_id or task.status == "cancelled":
-            return  # an earlier message, a /stop, or a cancelled agent's last words
-        status = _status_of(task, reply)
-        if task.handoff:
-            # Before the row changes: a crash in between repeats this, and the bus
-            # drops the repeat (same event id).
-            await self._bus.publish_inbound(
-                handoff_message(
-                    task,
-                    inbound_id=reply.inbound_id,
-                    status=status,
-                    result=reply.text,
-                    limit=self.config.result_max_chars,
-                )
-            )
-        if task.status != "running":
-            return  # recorded by an earlier pass
-        calls, last_tool = await self.repo.tool_progress(task.child_key, reply.inbound_id)
-        now = self._clock()
-        values: dict[str, Any] = {
-            "status": status,
-            "result": reply.text,
-            "error": reply.text if status == "failed" else None,
-            "turns": task.turns + 1,
-            "tool_calls": task.tool_calls + calls,
-            "last_intent": last_tool or task.last_intent,
-            "updated_at": now,
-            "finished_at": now,
-        }
-        data: EventPayload
-        if status == "failed":
-            data = SubagentFailed(
-                agent_id=task.id,
-                agent_type=task.agent_type,
-                status=status,
-                error=reply.text[:_PREVIEW],
-            )
-        else:
-            data = SubagentCompleted(
-                agent_id=task.id,
-                agent_type=task.agent_type,
-                status=status,
-                result=reply.text[:_PREVIEW],
-            )
-
-        def job(conn: Connection) -> None:
-            when = {"status": "running", "message_id": reply.inbound_id}
-            if self.repo.update_in(conn, task.id, values, when=when) and (
-                task.memory_mode != "isolated"
-            ):
-                self._events.add_in(conn, [Event(session_key=task.owner_key, data=data)])
-
-        await self._store.transact(job)
-        log.info("subagent %s agent_id=%s owner=%s", status, task.id, task.owner_key)
-
-
-def _status_of(task: TaskRecord, reply: OutboundMessage) -> str:
-    if reply.kind == "error":
-        return "failed"
-    return "idle" if task.multi_turn else "completed"
-
-
-def _identity(task: TaskRecord, spec: AgentSpec) -> str:
-    lines = [
-        "## You are a subagent",
-        "",
-        f"You are subagent {task.id} of type {spec.name} (depth {task.depth}), started by "
-        f"session {task.owner_key}. You do not see its conversation; your final answer is "
-        "handed back to it, so make it complete and self-contained. You cannot write into "
-        "your parent's memory or history.",
-    ]
-    if task.description:
-        lines.append(f"Task: {task.description}")
-    if spec.instructions:
-        lines += ["", spec.instructions]
-    return "\n".join(lines)

@@ -10,6 +10,7 @@ from typing import Any
 
 from core.tasks.config import SubagentsConfig
 from core.tasks.handoff import HANDOFF_MARKER
+from core.tasks.records import TaskRecord
 from core.tools.config import ToolsConfig
 from tests.fakes.fake_openai import ScriptItem, Stall
 from tests.integration.harness import inbound
@@ -295,3 +296,39 @@ async def test_tasks_slash_command_lists_and_cancels(store_url: str, tmp_path: P
     assert nothing.text == "No subagents in this session."
     assert cancelled.text == f"Cancelled {task.id}."
     assert after is not None and after.status == "cancelled"
+
+
+async def test_start_context_reaches_the_childs_prompt_once_per_agent(
+    store_url: str, tmp_path: Path
+) -> None:
+    asked: list[str] = []
+
+    class Extra:
+        async def start_context(self, task: TaskRecord) -> list[str]:
+            asked.append(task.id)
+            return [f"## From a hook\n\nextra context for {task.agent_type}"]
+
+    def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        if session and session.startswith("subagent:"):
+            return _child_echo(messages)
+        if (result := last_text(messages)) is not None:
+            return f"parent got: {result}"
+        return [spawn_call("one", name="keeper")]
+
+    async with rig(tmp_path, store_url, respond) as (app, replies, fake):
+        app.tasks.add_start_context(Extra())
+        message = inbound(PARENT, "go")
+        await app.bus.publish_inbound(message)
+        await replies.wait([message.id])
+        task = await only_task(app, PARENT)
+        await app.tasks.send(PARENT, "keeper", "two", wait=True)
+        await app.tasks.wait(await only_task(app, PARENT))
+    systems = [
+        next(m["content"] for m in body["messages"] if m["role"] == "system")
+        for body in fake.requests
+    ]
+    child_systems = [s for s in systems if f"- Session: {task.child_key}" in s]
+    assert len(child_systems) == 2
+    assert all("extra context for general-purpose" in s for s in child_systems)
+    assert not any("extra context" in s for s in systems if s not in child_systems)
+    assert asked == [task.id]
