@@ -65,6 +65,8 @@ class TurnProfile:
         instructions: system prompt sections for this agent (its instructions, a
             parent's read-only context, hook-provided context), in order.
         read_scopes: memory scopes it may read but not write.
+        agents: custom agents it may start, as ``(name, description)``, listed in
+            its system prompt.
         refuse: when set, the message is answered with this error and no model call
             (e.g. the agent was cancelled).
     """
@@ -75,6 +77,7 @@ class TurnProfile:
     model: str | None = None
     instructions: tuple[str, ...] = ()
     read_scopes: tuple[str, ...] = ()
+    agents: tuple[tuple[str, str], ...] = ()
     refuse: str | None = None
 
 
@@ -82,7 +85,7 @@ class TurnProfiles(Protocol):
     """Looks up the profile of a session's agent (the TaskRegistry for ``subagent:``)."""
 
     async def profile(self, session_key: str) -> TurnProfile | None:
-        """The session's profile; None: the main agent, as configured."""
+        """The session's profile; None: the main agent with no custom agents."""
         ...
 
 

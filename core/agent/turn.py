@@ -267,6 +267,7 @@ class TurnHandler:
             session_key=state.key,
             channel=message.delivery.channel,
             tools=specs,
+            agents=profile.agents,
             extra="\n\n".join(profile.instructions) or None,
             summary=summary,
         )

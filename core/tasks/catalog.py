@@ -97,6 +97,10 @@ class AgentCatalog:
                     self._checked_at = time.monotonic()
         return self._loaded.agents
 
+    async def custom(self) -> tuple[tuple[str, str], ...]:
+        """The custom agents as ``(name, description)``, for the system prompt."""
+        return tuple((a.name, a.description) for a in (await self.agents()).values() if a.source)
+
     async def get(self, name: str) -> AgentSpec | None:
         return (await self.agents()).get(name)
 

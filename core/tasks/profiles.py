@@ -44,9 +44,11 @@ class SubagentProfiles:
         self._start_contexts.append(provider)
 
     async def profile(self, session_key: str) -> TurnProfile | None:
-        """The TurnProfile of a ``subagent:`` session (None for any other session)."""
+        """The TurnProfile of a session: a child's from its record; for any other
+        session the main agent's, listing the custom agents it can start."""
         if not session_key.startswith(SUBAGENT_PREFIX):
-            return None
+            agents = await self._catalog.custom()
+            return TurnProfile(agents=agents) if agents else None
         task = await self._repo.by_child_key(session_key)
         if task is None:
             # Published by something other than the registry: a plain depth-1 child
@@ -77,6 +79,7 @@ class SubagentProfiles:
             tools=spec.tools,
             model=task.model,
             instructions=tuple(sections),
+            agents=await self._catalog.custom(),
             read_scopes=(task.owner_key,) if task.memory_mode == "inherit-readonly" else (),
         )
 

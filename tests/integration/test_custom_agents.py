@@ -86,6 +86,8 @@ async def test_custom_agent_file(store_url: str, tmp_path: Path, fmt: str) -> No
     names = sorted(t["function"]["name"] for t in child_bodies[0]["tools"])
     assert names == offered
     assert "Look around and report." in _system(child_bodies[0])
+    parent_body = next(b for b in fake.requests if f"- Session: {PARENT}" in _system(b))
+    assert "- scout: Looks around" in _system(parent_body)
     result = json.loads(reply.text.removeprefix("parent got: "))["result"]
     (refused,) = json.loads(result.removeprefix("scout: "))
     assert refused.startswith("error: denied:")

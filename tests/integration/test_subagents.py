@@ -44,7 +44,7 @@ async def test_sync_spawn_returns_the_childs_answer_in_the_same_tool_call(
             return _child_echo(messages)
         if (result := last_text(messages)) is not None:
             return f"parent got: {result}"
-        return [spawn_call("count the files", description="counting")]
+        return [spawn_call("count the files", description="counting", model="small-model")]
 
     async with rig(tmp_path, store_url, respond) as (app, replies, fake):
         message = inbound(PARENT, "go")
@@ -65,6 +65,8 @@ async def test_sync_spawn_returns_the_childs_answer_in_the_same_tool_call(
     assert [e["session"] for e in fake.log] == [PARENT, task.child_key, PARENT]
     assert task.status == "completed" and task.turns == 1 and task.depth == 1
     assert task.description == "counting"
+    assert task.model == "small-model"
+    assert [b["model"] for b in fake.requests] == ["fake", "small-model", "fake"]
     assert "subagent.started" in parent_events
     assert parent_events.index("subagent.started") < parent_events.index("session.idle")
 
@@ -332,3 +334,35 @@ async def test_start_context_reaches_the_childs_prompt_once_per_agent(
     assert all("extra context for general-purpose" in s for s in child_systems)
     assert not any("extra context" in s for s in systems if s not in child_systems)
     assert asked == [task.id]
+
+
+async def test_a_sync_spawn_that_outlasts_its_wait_becomes_a_handoff(
+    store_url: str, tmp_path: Path
+) -> None:
+    release = asyncio.Event()
+
+    async def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        if session and session.startswith("subagent:"):
+            await release.wait()
+            return _child_echo(messages)
+        if last_user(messages).startswith(HANDOFF_MARKER):
+            return "parent read the late handoff"
+        if (result := last_text(messages)) is not None:
+            return f"parent got: {result}"
+        return [spawn_call("slow job")]
+
+    tools = ToolsConfig(subagents=SubagentsConfig(sync_timeout=0.5))
+    async with rig(tmp_path, store_url, respond, tools=tools) as (app, replies, _fake):
+        message = inbound(PARENT, "go")
+        await app.bus.publish_inbound(message)
+        (first,) = await replies.wait([message.id])
+        release.set()
+        await eventually(
+            lambda: sum(r.session_key == PARENT for r in replies.by_inbound.values()) == 2,
+            what="the late result arrived as a handoff",
+        )
+        task = await only_task(app, PARENT)
+    early = loads(first.text.removeprefix("parent got: "))
+    assert early["status"] == "running" and early["agent_id"] == task.id
+    assert "handoff" in early["note"]
+    assert task.status == "completed" and task.result == "child did: slow job"
