@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from core.agent.config import AgentConfig
 from core.tasks.config import SubagentsConfig
 from core.tasks.handoff import HANDOFF_MARKER
 from core.tasks.records import TaskRecord
@@ -366,3 +367,26 @@ async def test_a_sync_spawn_that_outlasts_its_wait_becomes_a_handoff(
     assert early["status"] == "running" and early["agent_id"] == task.id
     assert "handoff" in early["note"]
     assert task.status == "completed" and task.result == "child did: slow job"
+
+
+async def test_parallel_sync_spawns_lend_the_only_slot_until_the_last_returns(
+    store_url: str, tmp_path: Path
+) -> None:
+    """One slot: three sync children of one response run while the parent waits; the
+    parent takes its slot back only when the last of the three calls returns."""
+
+    def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        if session and session.startswith("subagent:"):
+            return _child_echo(messages)
+        if last_text(messages) is not None:
+            return "parent got: " + json.dumps(tool_results(messages))
+        return [spawn_call(f"part {i}") for i in range(3)]
+
+    agent = AgentConfig(max_concurrent_sessions=1)
+    async with rig(tmp_path, store_url, respond, agent=agent) as (app, replies, _fake):
+        message = inbound(PARENT, "go")
+        await app.bus.publish_inbound(message)
+        (reply,) = await replies.wait([message.id], timeout=60)
+        assert app.runtime.slots_in_use == 0
+    results = [json.loads(r)["result"] for r in json.loads(reply.text.removeprefix("parent got: "))]
+    assert results == ["child did: part 0", "child did: part 1", "child did: part 2"]
