@@ -12,7 +12,7 @@ from core.agent.config import AgentConfig
 from core.tasks.config import SubagentsConfig
 from core.tasks.handoff import HANDOFF_MARKER
 from core.tasks.records import TaskRecord
-from core.tools.config import ToolsConfig
+from core.tools.config import PolicyRule, ToolPolicyConfig, ToolsConfig
 from tests.fakes.fake_openai import ScriptItem, Stall
 from tests.integration.harness import inbound
 from tests.integration.subagent_rig import (
@@ -390,3 +390,42 @@ async def test_parallel_sync_spawns_lend_the_only_slot_until_the_last_returns(
         assert app.runtime.slots_in_use == 0
     results = [json.loads(r)["result"] for r in json.loads(reply.text.removeprefix("parent got: "))]
     assert results == ["child did: part 0", "child did: part 1", "child did: part 2"]
+
+
+async def test_children_get_the_policy_of_their_agent_type_and_depth(
+    store_url: str, tmp_path: Path
+) -> None:
+    def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        if session and session.startswith("subagent:"):
+            return _child_echo(messages)
+        if last_text(messages) is not None:
+            return "parent done"
+        return [
+            ("sessions_spawn", {"agent_type": "explore", "prompt": "look"}),
+            ("sessions_spawn", {"agent_type": "general-purpose", "prompt": "work"}),
+        ]
+
+    policy = ToolPolicyConfig(
+        per_agent={"explore": PolicyRule(deny=["list_dir"])},
+        subagent_deny=["write_file", "manage_schedule"],
+    )
+    tools = ToolsConfig(policy=policy)
+    async with rig(tmp_path, store_url, respond, tools=tools) as (app, replies, fake):
+        message = inbound(PARENT, "go")
+        await app.bus.publish_inbound(message)
+        await replies.wait([message.id])
+        tasks = {t.agent_type: t for t in await app.tasks.repo.list(owner_key=PARENT)}
+
+    def offered(key: str) -> set[str]:
+        for body in fake.requests:
+            system = next(m["content"] for m in body["messages"] if m["role"] == "system")
+            if f"- Session: {key}\n" in system + "\n":
+                return {t["function"]["name"] for t in body["tools"]}
+        raise AssertionError(f"no request of {key}")
+
+    assert offered(tasks["explore"].child_key) == {"read_file", "resolve_path", "recall"}
+    general = offered(tasks["general-purpose"].child_key)
+    assert "write_file" not in general and "manage_schedule" not in general
+    assert {"exec", "read_file", "list_dir", "sessions_spawn", "remember"} <= general
+    parent = offered(PARENT)
+    assert {"write_file", "manage_schedule", "list_dir"} <= parent
