@@ -51,6 +51,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _SNAPSHOT_CHARS = 600
+_SPAWN_KEYS_KEPT = 10_000
+"""Spawn ordinals remembered per (parent message, arguments): a rerun after a crash
+starts from a fresh process, so only recent ones matter."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -263,6 +266,8 @@ class TaskRegistry:
         base = f"{request.parent.id}:{digest}"
         count = self._spawn_counts.get(base, 0)
         self._spawn_counts[base] = count + 1
+        while len(self._spawn_counts) > _SPAWN_KEYS_KEPT:  # oldest first: dicts keep order
+            del self._spawn_counts[next(iter(self._spawn_counts))]
         return f"{base}:{count}"
 
     async def _publish_work(self, task: TaskRecord, text: str | None) -> None:
