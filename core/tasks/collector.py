@@ -81,14 +81,14 @@ class AnswerCollector:
         while True:
             try:
                 for due in await self._bus.due_outbound(SUBAGENT_CHANNEL, limit=100):
-                    await self._settle(due.message)
+                    await self.settle(due.message)
                     await self._bus.mark_delivered(due.message.id)
             except Exception:
                 log.exception("collecting subagent answers failed; retrying")
                 await asyncio.sleep(1.0)
             await self._bus.wait_outbound(SUBAGENT_CHANNEL, 1.0)
 
-    async def _settle(self, reply: OutboundMessage) -> None:
+    async def settle(self, reply: OutboundMessage) -> None:
         """Record a child's answer; hand it to the parent when asked to (idempotent)."""
         task = await self.repo.by_child_key(reply.session_key)
         if task is None or reply.inbound_id != task.message_id or task.status == "cancelled":

@@ -324,21 +324,26 @@ class TaskRegistry:
         limit = self.config.sync_timeout if timeout is None else timeout
         async with capacity.released():
             reply = await self._bus.wait_reply(task.message_id, limit)
+        if reply is not None:
+            await self._collector.settle(reply)  # the record is current when the parent reads
         current = await self.repo.get(task.id) or task
         if current.status == "cancelled":
             return WaitOutcome(current, "cancelled", current.error or "cancelled")
-        if reply is None:
-            if current.memory_mode != "isolated":
-                await self._store.transact(
-                    lambda conn: self.repo.update_in(
-                        conn, task.id, {"handoff": True}, when={"message_id": task.message_id}
-                    )
-                )
-            again = await self._bus.wait_reply(task.message_id, 0)
-            if again is None:
-                return WaitOutcome(current, "running", None, timed_out=True)
-            reply = again
-        return WaitOutcome(current, status_of(current, reply), reply.text)
+        if reply is not None:
+            return WaitOutcome(current, status_of(current, reply), reply.text)
+        # Timed out: the answer becomes a handoff, unless it was recorded meanwhile.
+        late = current.memory_mode != "isolated" and await self._store.transact(
+            lambda conn: self.repo.update_in(
+                conn,
+                task.id,
+                {"handoff": True},
+                when={"message_id": task.message_id, "status": "running"},
+            )
+        )
+        if late or current.status == "running":
+            return WaitOutcome(current, "running", None, timed_out=True)
+        current = await self.repo.get(task.id) or current
+        return WaitOutcome(current, current.status, current.result)
 
     async def send(self, owner_key: str, ref: str, text: str, *, wait: bool) -> TaskRecord:
         """Give an idle (or running) agent of ``owner_key`` another message.

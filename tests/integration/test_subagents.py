@@ -429,3 +429,42 @@ async def test_children_get_the_policy_of_their_agent_type_and_depth(
     assert {"exec", "read_file", "list_dir", "sessions_spawn", "remember"} <= general
     parent = offered(PARENT)
     assert {"write_file", "manage_schedule", "list_dir"} <= parent
+
+
+async def test_background_inside_a_child_is_sync_and_list_read_show_progress(
+    store_url: str, tmp_path: Path
+) -> None:
+    def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        user = last_user(messages)
+        if session and session.startswith("subagent:"):
+            if user == "inner":
+                return "inner done"
+            if (result := last_text(messages)) is not None:
+                return f"outer got: {result}"
+            return [spawn_call("inner", mode="background")]
+        results = tool_results(messages)
+        if results and '"agent_id"' in results[0] and len(results) == 1:
+            agent_id = json.loads(results[0])["agent_id"]
+            return [
+                ("subagents", {"action": "list"}),
+                ("subagents", {"action": "read", "agent_id": agent_id}),
+                ("subagents", {"action": "read", "agent_id": "nobody"}),
+            ]
+        if results:
+            return "parent saw: " + json.dumps(results)
+        return [spawn_call("outer")]
+
+    async with rig(tmp_path, store_url, respond) as (app, replies, _fake):
+        message = inbound(PARENT, "go")
+        await app.bus.publish_inbound(message)
+        (reply,) = await replies.wait([message.id])
+        outer = await only_task(app, PARENT)
+        inner = await only_task(app, outer.child_key)
+    listed, read, missing = json.loads(reply.text.removeprefix("parent saw: "))
+    assert inner.mode == "sync" and inner.status == "completed" and inner.depth == 2
+    assert [t["id"] for t in json.loads(listed)] == [outer.id]
+    shown = json.loads(read)
+    assert shown["status"] == "completed"
+    assert shown["progress"] == {"turns": 1, "tool_calls": 1, "last_intent": "sessions_spawn"}
+    assert json.loads(shown["result"].removeprefix("outer got: "))["result"] == "inner done"
+    assert missing.startswith("error: no subagent 'nobody' of this session")
