@@ -22,6 +22,7 @@ from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
 from core.events import EventLog
 from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
+from core.hooks.subagents import SubagentHooks
 from core.mcp import McpConfig
 from core.mcp.manager import McpManager
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
@@ -37,6 +38,11 @@ from core.scheduling import (
 )
 from core.sessions import SessionStore
 from core.store.engine import Store
+from core.tasks.agent_files import AgentSource
+from core.tasks.catalog import AgentCatalog, home_agent_sources
+from core.tasks.commands import register_task_commands
+from core.tasks.registry import TaskRegistry
+from core.tasks.tools import subagent_tools
 from core.tools.approvals import ApprovalService, register_approval_commands
 from core.tools.base import Tool, ToolDeps
 from core.tools.config import ToolsConfig
@@ -69,9 +75,11 @@ class CoreApp:
     memory_files: MemoryFileIndexer
     compaction: CompactionWorker
     mcp: McpManager
+    tasks: TaskRegistry
     hooks: Hooks | None = None
 
     async def start(self) -> None:
+        await self.tasks.start()
         await self.runtime.start()
         await self.schedules.start()
         await self.approvals.start()
@@ -90,6 +98,7 @@ class CoreApp:
             await self.schedules.stop()
         await self.runtime.stop(grace=grace)
         await self.mcp.stop()
+        await self.tasks.stop()
         await self.compaction.stop()
         if self.provider is not None:
             await self.provider.aclose()
@@ -112,6 +121,8 @@ async def build_core(
     hooks: HooksConfig | None = None,
     hooks_dir: Path | None = None,
     mcp: McpConfig | None = None,
+    home: Path | None = None,
+    agent_sources: Sequence[AgentSource] | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime.
 
@@ -122,6 +133,9 @@ async def build_core(
         hooks_dir: the operator's own hook folder (``$FAMILIAR_HOME/hooks``), read beside
             the workspace's ``.github/hooks`` and ``.claude/settings*.json``.
         mcp: MCP servers whose tools the agent may use (servers from files merged in).
+        home: FAMILIAR_HOME, whose ``agents/`` holds the user's custom agents.
+        agent_sources: where custom agents are read from, instead of the default places
+            (`core.tasks.catalog.home_agent_sources`).
     """
     await asyncio.to_thread(scaffold_workspace, workspace)
     if store is None:
@@ -153,6 +167,17 @@ async def build_core(
         SemanticRecall(store=store, config=memory.embeddings) if memory.embeddings.enabled else None
     )
     memory_service = MemoryService(store=store, config=memory, semantic=semantic)
+    task_registry = TaskRegistry(
+        store=store,
+        bus=bus,
+        events=events,
+        sessions=sessions,
+        catalog=AgentCatalog(
+            sources=home_agent_sources(workspace, home) if agent_sources is None else agent_sources
+        ),
+        config=tools.subagents,
+    )
+    register_task_commands(commands, task_registry)
     registry = ToolRegistry(
         tools=[
             *fs_tools(tools),
@@ -160,9 +185,11 @@ async def build_core(
             task_complete,
             manage_schedule,
             *memory_tools(),
+            *(subagent_tools() if tools.subagents.enabled else ()),
             *extra_tools,
         ],
         policy=ToolPolicy(config=tools.policy),
+        parallel=tools.parallel_tools,
     )
     context = ContextBuilder(
         workspace=workspace,
@@ -200,10 +227,11 @@ async def build_core(
         config=agent,
         workspace=workspace,
         commands=commands,
-        tool_deps=ToolDeps(schedules, approvals, memory_service),
+        tool_deps=ToolDeps(schedules, approvals, memory_service, task_registry),
         compaction=compaction if memory.compaction == "model" else None,
         notices=approvals,
         hooks=hook_runner,
+        profiles=task_registry.profiles,
     )
     runtime = AgentRuntime(
         inbox=bus,
@@ -215,6 +243,9 @@ async def build_core(
     )
     if hook_runner is not None:
         session_end_on_new(commands, hook_runner, workspace, events)
+        task_registry.add_lifecycle(
+            SubagentHooks(hooks=hook_runner, workspace=workspace, events=events)
+        )
     return CoreApp(
         store=store,
         bus=bus,
@@ -233,4 +264,5 @@ async def build_core(
         compaction=compaction,
         hooks=hook_runner,
         mcp=McpManager(config=mcp or McpConfig(), registry=registry, workspace=workspace),
+        tasks=task_registry,
     )

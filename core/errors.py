@@ -16,6 +16,8 @@
     ├── MemoryRefused            bad memory input or a scope the caller may not touch
     │   └── MemoryNotFound       no memory entry with that id
     ├── CommandError             a slash command was malformed (message is user-facing)
+    ├── TaskRefused              a subagent operation was refused (unknown agent, caps, owner)
+    │   └── TaskNotFound         no subagent with that id
     └── TurnCancelled            a running turn was stopped (/stop)
 
 Channels turn these into platform-appropriate replies; core never swallows them.
@@ -37,6 +39,8 @@ __all__ = [
     "ProviderUnavailable",
     "StoreError",
     "StoreFileError",
+    "TaskNotFound",
+    "TaskRefused",
     "ToolError",
     "ToolFailed",
     "ToolRetry",
@@ -137,6 +141,15 @@ class MemoryNotFound(MemoryRefused):
 
 class CommandError(FamiliarError):
     """A slash command was malformed; the message is shown to the user as is."""
+
+
+class TaskRefused(FamiliarError):
+    """A subagent could not be started, messaged or cancelled; the message says why
+    (an unknown agent type with the valid ones, a depth or concurrency cap, not yours)."""
+
+
+class TaskNotFound(TaskRefused):
+    """No subagent has that id (or name)."""
 
 
 class TurnCancelled(FamiliarError):

@@ -29,6 +29,9 @@ __all__ = [
     "ScheduleFired",
     "ScheduleMissed",
     "SessionError",
+    "SubagentCompleted",
+    "SubagentFailed",
+    "SubagentStarted",
     "TaskComplete",
     "ToolComplete",
     "ToolStart",
@@ -280,6 +283,42 @@ class HookError:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentStarted:
+    """A subagent was started by this session (``mode`` sync or background)."""
+
+    type: ClassVar[EventType] = EventType.SUBAGENT_STARTED
+    agent_id: str
+    agent_type: str
+    mode: str
+    memory_share_mode: str
+    depth: int
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentCompleted:
+    """A subagent of this session answered (``status`` completed, or idle when it is a
+    multi-turn agent waiting for more); ``result`` is the start of its answer."""
+
+    type: ClassVar[EventType] = EventType.SUBAGENT_COMPLETED
+    agent_id: str
+    agent_type: str
+    status: str
+    result: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentFailed:
+    """A subagent of this session failed or was cancelled (``status``)."""
+
+    type: ClassVar[EventType] = EventType.SUBAGENT_FAILED
+    agent_id: str
+    agent_type: str
+    status: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownEvent:
     """An event of a type this version does not know, kept as read."""
 
@@ -307,6 +346,9 @@ EventPayload = (
     | Compaction
     | HookBlocked
     | HookError
+    | SubagentStarted
+    | SubagentCompleted
+    | SubagentFailed
     | UnknownEvent
 )
 
@@ -332,6 +374,9 @@ _KNOWN: dict[str, type[Any]] = {
         Compaction,
         HookBlocked,
         HookError,
+        SubagentStarted,
+        SubagentCompleted,
+        SubagentFailed,
     )
 }
 

@@ -31,6 +31,7 @@ from gateway.commands.memory import memory_app
 from gateway.commands.schedule import schedule_app
 from gateway.commands.service import service_app
 from gateway.commands.talk import send
+from gateway.commands.tasks import tasks_app
 from gateway.init import init_home
 
 __all__ = ["CliDeps", "app", "main"]
@@ -100,6 +101,7 @@ app.add_typer(service_app, name="service")
 app.add_typer(schedule_app, name="schedule")
 app.add_typer(memory_app, name="memory")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(tasks_app, name="tasks")
 app.command("send")(send)
 app.command("chat")(chat)
 app.command("status")(status)

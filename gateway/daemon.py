@@ -312,6 +312,7 @@ class _Gateway:
             hooks=self.config.hooks,
             hooks_dir=hooks_dir(self.home),
             mcp=await asyncio.to_thread(self._mcp_config),
+            home=self.home,
         )
         await self.metrics.start_tail(self.core.bus, self.core.events)
         if self.config.http.enabled:

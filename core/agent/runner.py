@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -15,11 +16,19 @@ from core.event_data import (
     TurnEnd,
     TurnStart,
 )
-from core.providers.base import ChatMessage, ChatRequest, Completion, Provider, TextDelta, ToolSpec
+from core.providers.base import (
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    Provider,
+    TextDelta,
+    ToolCall,
+    ToolSpec,
+)
 from core.tools.base import ToolContext
-from core.tools.registry import ToolExecutor
+from core.tools.registry import ToolExecutor, ToolResult
 
-__all__ = ["NUDGE", "RunLimits", "RunObserver", "RunResult", "run_agent"]
+__all__ = ["NUDGE", "RunLimits", "RunObserver", "RunResult", "run_agent", "run_tool_calls"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +83,60 @@ async def _call(
     return completion
 
 
+async def _run_call(
+    call: ToolCall, tools: ToolExecutor, ctx: ToolContext, observer: RunObserver
+) -> ToolResult:
+    """One tool call with its own start and complete events."""
+    await observer.event(ToolStart(tool=call.name, call_id=call.id, arguments=call.arguments))
+    outcome = await tools.execute(call, ctx)
+    await observer.event(
+        ToolComplete(
+            tool=call.name,
+            call_id=call.id,
+            is_error=outcome.is_error,
+            result=outcome.content[:_PREVIEW_CHARS],
+        )
+    )
+    return outcome
+
+
+async def _run_together(
+    calls: Sequence[ToolCall], tools: ToolExecutor, ctx: ToolContext, observer: RunObserver
+) -> list[ToolResult]:
+    if len(calls) <= 1:
+        return [await _run_call(c, tools, ctx, observer) for c in calls]
+    tasks = [asyncio.ensure_future(_run_call(c, tools, ctx, observer)) for c in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+async def run_tool_calls(
+    calls: Sequence[ToolCall], tools: ToolExecutor, ctx: ToolContext, observer: RunObserver
+) -> list[ToolResult]:
+    """Run the tool calls of one model response; results come back in the calls' order.
+
+    Consecutive calls of parallel-safe tools (``tools.parallel_tools``: spawning
+    subagents, read-only tools) run at the same time; any other call runs alone, after
+    the calls before it and before the calls after it.
+    """
+    results: list[ToolResult] = []
+    batch: list[ToolCall] = []
+    for call in calls:
+        if tools.parallel_safe(call.name):
+            batch.append(call)
+            continue
+        results += await _run_together(batch, tools, ctx, observer)
+        batch = []
+        results.append(await _run_call(call, tools, ctx, observer))
+    results += await _run_together(batch, tools, ctx, observer)
+    return results
+
+
 async def run_agent(
     *,
     provider: Provider,
@@ -84,11 +147,13 @@ async def run_agent(
     history: Sequence[ChatMessage],
     limits: RunLimits,
     observer: RunObserver,
+    model: str | None = None,
 ) -> RunResult:
     """Run LLM turns until the model answers without tool calls (or a limit is hit).
 
     One turn is exactly one LLM call, bracketed by ``assistant.turn_start`` and
-    ``assistant.turn_end`` events.
+    ``assistant.turn_end`` events. ``model`` overrides the provider's model (a
+    subagent's).
     """
     result = RunResult()
     conversation = list(history)
@@ -99,7 +164,9 @@ async def run_agent(
             break
         result.llm_calls += 1
         await observer.event(TurnStart(iteration=result.llm_calls))
-        request = ChatRequest(system=system, messages=tuple(conversation), tools=tuple(specs))
+        request = ChatRequest(
+            system=system, messages=tuple(conversation), tools=tuple(specs), model=model
+        )
         completion = await _call(provider, request, observer, limits.stream)
         reply = ChatMessage(
             role="assistant", content=completion.text, tool_calls=completion.tool_calls
@@ -115,24 +182,13 @@ async def run_agent(
                 usage=completion.usage.model_dump(),
             )
         )
-        for call in completion.tool_calls:
-            await observer.event(
-                ToolStart(tool=call.name, call_id=call.id, arguments=call.arguments)
-            )
-            outcome = await tools.execute(call, tool_context)
+        outcomes = await run_tool_calls(completion.tool_calls, tools, tool_context, observer)
+        for call, outcome in zip(completion.tool_calls, outcomes, strict=True):
             tool_message = ChatMessage(
                 role="tool", content=outcome.content, tool_call_id=call.id, name=call.name
             )
             conversation.append(tool_message)
             result.messages.append(tool_message)
-            await observer.event(
-                ToolComplete(
-                    tool=call.name,
-                    call_id=call.id,
-                    is_error=outcome.is_error,
-                    result=outcome.content[:_PREVIEW_CHARS],
-                )
-            )
             if call.name == TASK_COMPLETE_TOOL and not outcome.is_error:
                 result.task_complete = True
                 if not result.text:

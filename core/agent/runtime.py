@@ -34,19 +34,29 @@ class _Running:
 
 
 class _Slot:
-    """A turn's `Capacity`: giving the slot back while waiting, taking it back after."""
+    """A turn's `Capacity`: giving the slot back while waiting, taking it back after.
+
+    Several tool calls of one response may wait at once (parallel sync subagents): the
+    slot goes back with the first and is taken back after the last.
+    """
 
     def __init__(self, runtime: AgentRuntime, running: _Running) -> None:
         self._runtime = runtime
         self._running = running
+        self._lent = 0
 
     @contextlib.asynccontextmanager
     async def released(self) -> AsyncIterator[None]:
+        self._lent += 1
         self._runtime._give_back(self._running)
         try:
             yield
         finally:
-            await self._runtime._take_back(self._running)
+            self._lent -= 1
+            if self._lent == 0:
+                await self._runtime._take_back(self._running)
+                if self._lent > 0:  # another call began waiting while this one took it
+                    self._runtime._give_back(self._running)
 
 
 class AgentRuntime:

@@ -21,7 +21,14 @@ from core.store.engine import Store
 from core.tools.base import ToolDeps
 from core.tools.registry import ToolRegistry
 
-__all__ = ["NO_PROVIDER_HINT", "CompactionQueue", "ReplyNotices", "TurnServices"]
+__all__ = [
+    "NO_PROVIDER_HINT",
+    "CompactionQueue",
+    "ReplyNotices",
+    "TurnProfile",
+    "TurnProfiles",
+    "TurnServices",
+]
 
 NO_PROVIDER_HINT = (
     "No LLM provider is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, run Ollama on "
@@ -45,6 +52,42 @@ class ReplyNotices(Protocol):
     """Text the system appends to a final reply (e.g. commands awaiting approval)."""
 
     async def notice(self, message_id: str) -> str: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnProfile:
+    """Who answers in a session other than the main agent (a subagent), and how.
+
+    Attributes:
+        agent_type: the policy's agent type (``tools.policy.per_agent``).
+        depth: 1 for a child of the main agent, n further down.
+        tools: the agent's own tool list (names or patterns); None: every tool.
+        model: overrides the provider's model.
+        instructions: system prompt sections for this agent (its instructions, a
+            parent's read-only context, hook-provided context), in order.
+        read_scopes: memory scopes it may read but not write.
+        agents: custom agents it may start, as ``(name, description)``, listed in
+            its system prompt.
+        refuse: when set, the message is answered with this error and no model call
+            (e.g. the agent was cancelled).
+    """
+
+    agent_type: str = "main"
+    depth: int = 0
+    tools: tuple[str, ...] | None = None
+    model: str | None = None
+    instructions: tuple[str, ...] = ()
+    read_scopes: tuple[str, ...] = ()
+    agents: tuple[tuple[str, str], ...] = ()
+    refuse: str | None = None
+
+
+class TurnProfiles(Protocol):
+    """Looks up the profile of a session's agent (the TaskRegistry for ``subagent:``)."""
+
+    async def profile(self, session_key: str) -> TurnProfile | None:
+        """The session's profile; None: the main agent with no custom agents."""
+        ...
 
 
 @dataclass(kw_only=True)
@@ -73,3 +116,5 @@ class TurnServices:
     no_provider_hint: str = NO_PROVIDER_HINT
     hooks: Hooks | None = None
     """Lifecycle hooks (``[hooks]``); None: none run, at no cost."""
+    profiles: TurnProfiles | None = None
+    """Subagent sessions' agent type, tools, depth and instructions."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection
 
 from core.agent.runner import RunLimits, RunResult, run_agent
-from core.agent.services import TurnServices
+from core.agent.services import TurnProfile, TurnServices
 from core.bus.base import Claim
 from core.bus.ephemeral import EphemeralHub
 from core.errors import CommandError, ProviderError
@@ -138,7 +138,19 @@ class TurnHandler:
                 [self._user_event(claim), self._error_event(message, "no provider configured")],
             )
         else:
-            outcome = await self._agent(claim, self._s.provider, control)
+            profile = None
+            if self._s.profiles is not None:
+                profile = await self._s.profiles.profile(message.session_key)
+            if profile is not None and profile.refuse is not None:
+                outcome = _Outcome(
+                    profile.refuse,
+                    "error",
+                    [self._user_event(claim), self._error_event(message, profile.refuse)],
+                )
+            else:
+                outcome = await self._agent(
+                    claim, self._s.provider, control, profile or TurnProfile()
+                )
         control.settling = True
         await self._settle(message, outcome)
 
@@ -225,7 +237,9 @@ class TurnHandler:
 
         return await s.store.transact(job)
 
-    async def _agent(self, claim: Claim, provider: Provider, control: TurnControl) -> _Outcome:
+    async def _agent(
+        self, claim: Claim, provider: Provider, control: TurnControl, profile: TurnProfile
+    ) -> _Outcome:
         s, message = self._s, claim.message
         state, history = await self._begin(claim)
         window, summary = s.context.fit(
@@ -242,12 +256,21 @@ class TurnHandler:
             channel=message.delivery.channel,
             message_id=message.id,
             message=message,
+            depth=profile.depth,
+            agent_type=profile.agent_type,
+            tool_allow=profile.tools,
+            read_scopes=profile.read_scopes,
             deps=s.tool_deps,
             capacity=control.capacity,
         )
         specs = s.tools.specs(ctx=tool_context)
         system = await s.context.system_prompt(
-            session_key=state.key, channel=message.delivery.channel, tools=specs, summary=summary
+            session_key=state.key,
+            channel=message.delivery.channel,
+            tools=specs,
+            agents=profile.agents,
+            extra="\n\n".join(profile.instructions) or None,
+            summary=summary,
         )
         observer = _TurnObserver(hub=s.hub, events=s.events, message=message)
         hooks = TurnHooks(
@@ -276,6 +299,7 @@ class TurnHandler:
                     stream=s.config.stream,
                 ),
                 observer=observer,
+                model=profile.model,
             )
             await hooks.stopped(text=result.text, stop=result.stop)
         except ProviderError as exc:

@@ -44,6 +44,9 @@ class HookedTools:
         self._hooks = hooks
         self._record = record
 
+    def parallel_safe(self, name: str) -> bool:
+        return self._tools.parallel_safe(name)
+
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         loaded = await self._hooks.current()
         if not (

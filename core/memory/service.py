@@ -51,14 +51,20 @@ _COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who asks: a session key, and whether it is a top-level session (not a subagent)."""
+    """Who asks: a session key, and whether it is a top-level session (not a subagent).
+
+    ``read_also``: scopes it may read but never write (an ``inherit-readonly``
+    subagent's parent scope).
+    """
 
     session_key: str
     top_level: bool = True
+    read_also: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, session_key: str, *, depth: int = 0) -> Caller:
-        return cls(session_key, depth == 0 and not session_key.startswith("subagent:"))
+    def of(cls, session_key: str, *, depth: int = 0, read_also: Sequence[str] = ()) -> Caller:
+        top = depth == 0 and not session_key.startswith("subagent:")
+        return cls(session_key, top, tuple(s for s in read_also if s != session_key))
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,12 +137,17 @@ class MemoryService:
             return (caller.session_key,)
         if scope == "global":
             return (GLOBAL,)
-        return (caller.session_key, GLOBAL)
+        return (caller.session_key, *caller.read_also, GLOBAL)
 
     def _writable(self, caller: Caller, scope: str) -> str:
         target = caller.session_key if scope == "session" else scope
         if target == caller.session_key:
             return target
+        if target in caller.read_also and target != GLOBAL:
+            raise MemoryRefused(
+                f"scope {target!r} is read-only here (inherit-readonly): a subagent writes "
+                "only its own scope; its handoff is the only way into its parent"
+            )
         if target == GLOBAL:
             if not caller.top_level:
                 raise MemoryRefused("a subagent may not write the global scope; use scope=session")

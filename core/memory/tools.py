@@ -11,7 +11,7 @@ __all__ = ["forget", "memory_tools", "recall", "remember"]
 
 
 def _caller(ctx: ToolContext) -> Caller:
-    return Caller.of(ctx.session_key, depth=ctx.depth)
+    return Caller.of(ctx.session_key, depth=ctx.depth, read_also=ctx.read_scopes)
 
 
 @tool

@@ -71,6 +71,12 @@ class ToolContext:
     depth: int = 0
     """0 for the main agent; n for a subagent n levels down."""
     agent_type: str = "main"
+    tool_allow: tuple[str, ...] | None = None
+    """A subagent's own tool list (names or fnmatch patterns); None: no restriction
+    beyond the policy."""
+    read_scopes: tuple[str, ...] = ()
+    """Memory scopes this session may also read, never write (an ``inherit-readonly``
+    subagent reads its parent's)."""
     deps: ToolDeps = field(default_factory=ToolDeps)
     capacity: Capacity = NO_CAPACITY_HANDOVER
 

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from core.tasks.config import SubagentsConfig
+
 from .danger import DEFAULT_DANGER_PATTERNS
 
 __all__ = [
@@ -140,6 +142,10 @@ class ToolsConfig(BaseModel):
         exec: the ``exec`` shell tool.
         policy: which tools are offered where.
         max_file_bytes: bytes ``read_file`` returns before truncating with a marker.
+        subagents: ``sessions_spawn`` and friends (``[tools.subagents]``).
+        parallel_tools: tools (names or fnmatch patterns) whose calls in one model
+            response run at the same time; other calls run alone, in order. Results
+            always go back to the model in the calls' order.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -147,3 +153,15 @@ class ToolsConfig(BaseModel):
     exec: ExecConfig = Field(default_factory=ExecConfig)
     policy: ToolPolicyConfig = Field(default_factory=ToolPolicyConfig)
     max_file_bytes: int = Field(default=256 * 1024, gt=0)
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
+    parallel_tools: list[str] = Field(
+        default_factory=lambda: [
+            "sessions_spawn",
+            "subagents",
+            "agents_list",
+            "read_file",
+            "list_dir",
+            "resolve_path",
+            "recall",
+        ]
+    )

@@ -37,19 +37,32 @@ class ToolExecutor(Protocol):
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult: ...
 
+    def parallel_safe(self, name: str) -> bool:
+        """Whether calls of ``name`` may run concurrently with other parallel-safe calls."""
+        ...
+
 
 class ToolRegistry:
     """The tools available to an agent, looked up by name and run safely."""
 
-    def __init__(self, *, tools: Iterable[Tool] = (), policy: ToolPolicy | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        tools: Iterable[Tool] = (),
+        policy: ToolPolicy | None = None,
+        parallel: Iterable[str] = (),
+    ) -> None:
         """Create a registry.
 
         Args:
             tools: tools to register now.
             policy: checked before every call; ``None`` allows every registered tool.
+            parallel: names or fnmatch patterns of tools that may run at the same time
+                as other such calls of one model response (``tools.parallel_tools``).
         """
         self._tools: dict[str, Tool] = {}
         self.policy = policy
+        self._parallel = tuple(parallel)
         for t in tools:
             self.register(t)
 
@@ -75,6 +88,10 @@ class ToolRegistry:
         """The registered tool names, sorted."""
         return sorted(self._tools)
 
+    def parallel_safe(self, name: str) -> bool:
+        """Whether calls of ``name`` may run concurrently with other parallel-safe calls."""
+        return any(fnmatchcase(name, p) for p in self._parallel)
+
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
@@ -98,6 +115,9 @@ class ToolRegistry:
             selected = self.policy.filter(
                 selected, channel=ctx.channel, agent_type=ctx.agent_type, depth=ctx.depth
             )
+        if ctx is not None and ctx.tool_allow is not None:
+            allow = ctx.tool_allow
+            selected = [n for n in selected if any(fnmatchcase(n, p) for p in allow)]
         return [
             ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
             for t in (self._tools[n] for n in selected)
@@ -122,6 +142,13 @@ class ToolRegistry:
             if self.policy is not None:
                 self.policy.check(
                     call.name, channel=ctx.channel, agent_type=ctx.agent_type, depth=ctx.depth
+                )
+            if ctx.tool_allow is not None and not any(
+                fnmatchcase(call.name, p) for p in ctx.tool_allow
+            ):
+                raise PolicyDenied(
+                    f"tool {call.name!r} is not allowed here: not among agent "
+                    f"{ctx.agent_type!r}'s tools"
                 )
             content = await tool.run(ctx, call.arguments)
         except TurnCancelled:

@@ -18,6 +18,8 @@ from core.errors import ConfigError, FamiliarError
 from core.hooks import default_sources, load_hooks
 from core.logctx import redact
 from core.providers.config import ProviderConfig
+from core.tasks.agent_files import load_agent_files
+from core.tasks.catalog import home_agent_sources
 from core.tools.sandbox import choose_sandbox
 from gateway.commands.common import (
     EXIT_FAILED,
@@ -77,11 +79,24 @@ def _check_mcp_files(home: Path, config: FamiliarConfig | None) -> list[_Check]:
     return checks
 
 
-def _check_workspace(home: Path, config: FamiliarConfig | None) -> _Check:
+def _workspace(home: Path, config: FamiliarConfig | None) -> Path:
     workspace = (config.workspace if config else None) or home / "workspace"
     workspace = workspace.expanduser()
-    if not workspace.is_absolute():
-        workspace = home / workspace
+    return workspace if workspace.is_absolute() else home / workspace
+
+
+def _check_agents(home: Path, config: FamiliarConfig | None) -> list[_Check]:
+    """Custom agent files: one failed check per file that does not load (file:line)."""
+    agents, problems = load_agent_files(home_agent_sources(_workspace(home, config), home))
+    checks = [_Check("custom agent file", False, str(problem)) for problem in problems]
+    if agents or not problems:
+        names = ", ".join(a.name for a in agents) or "none"
+        checks.insert(0, _Check("custom agents", True, f"{len(agents)} loaded ({names})"))
+    return checks
+
+
+def _check_workspace(home: Path, config: FamiliarConfig | None) -> _Check:
+    workspace = _workspace(home, config)
     if not workspace.is_dir():
         return _Check("workspace present", False, f"{workspace} is missing; run: familiar init")
     return _Check("workspace present", True, str(workspace))
@@ -286,6 +301,7 @@ async def _doctor(home: Path) -> list[_Check]:
         checks = [_Check("config valid", False, str(exc)), *_channel_config_error(exc)]
     checks += [_check_home(home), _check_workspace(home, config), *_check_http(config)]
     checks += _check_mcp_files(home, config)
+    checks += await asyncio.to_thread(_check_agents, home, config)
     checks += [_Check(*check) for check in await store_checks(home, config)]
     checks += [_Check(*check) for check in await memory_checks(home, config)]
     provider, sandbox, hooks, daemon = await asyncio.gather(

@@ -276,6 +276,29 @@ class ControlClient:
         """
         return await self._json("DELETE", f"/v1/memory/{entry_id}")
 
+    async def tasks(self, *, owner: str | None = None) -> list[dict[str, Any]]:
+        """``GET /v1/tasks``: subagents, newest first (of one parent session, if given)."""
+        params = {"owner": owner} if owner else None
+        body = await self._json("GET", "/v1/tasks", params=params)
+        tasks = body.get("tasks", [])
+        return list(tasks) if isinstance(tasks, list) else []
+
+    async def task(self, task_id: str) -> dict[str, Any]:
+        """``GET /v1/tasks/{id}``: one subagent with its prompt, result and history.
+
+        Raises:
+            ControlError: 404 when there is no such task.
+        """
+        return await self._json("GET", f"/v1/tasks/{quote(task_id, safe='')}")
+
+    async def cancel_task(self, task_id: str) -> dict[str, Any]:
+        """``DELETE /v1/tasks/{id}``: cancel a subagent and the ones it started.
+
+        Raises:
+            ControlError: 404 when there is no such task.
+        """
+        return await self._json("DELETE", f"/v1/tasks/{quote(task_id, safe='')}")
+
     async def send(
         self,
         session: str,

@@ -30,6 +30,7 @@ from gateway.config import FamiliarConfig
 from gateway.control.memory import add_memory_routes
 from gateway.control.messages import MessageRoutes, error
 from gateway.control.protocol import MAX_BODY_BYTES, ReadRequest, validation_message
+from gateway.control.tasks import add_task_routes
 from gateway.http_errors import body_checks
 from gateway.masking import masked_config
 from gateway.provider_detect import ProviderChoice
@@ -104,6 +105,7 @@ def build_control_app(
     app.router.add_get("/v1/sessions/{key:.+}", api.session)
     app.router.add_get("/v1/config", api.config)
     add_memory_routes(app, state.core.memory)
+    add_task_routes(app, state.core.tasks, state.core.sessions)
     for add_routes in extra_routes:
         add_routes(app)
     return app

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import re
 import signal
@@ -11,6 +12,7 @@ import sys
 import time
 import uuid
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +82,13 @@ Entry = Text | ToolCalls | Status | Stall | Delay
 
 ScriptItem = Entry | str | int | list[tuple[str, dict[str, Any]]]
 """What :meth:`FakeOpenAI.script` accepts: an entry, or text / a status / tool call pairs."""
+
+Responder = Callable[
+    [str | None, list[dict[str, Any]]], ScriptItem | Awaitable[ScriptItem | None] | None
+]
+"""``responder(session, messages)``: a scripted answer for a request of ``session`` (the
+key from the system prompt), or None to fall through to the queue and the rules. May be
+async (e.g. to hold one session's answer until the test lets it go)."""
 
 
 def _as_entry(item: ScriptItem) -> Entry:
@@ -220,6 +229,8 @@ class FakeOpenAI(LoopbackServer):
     model: str = "fake-model"
     scenario: ToolThenText | None = None
     keep_bodies: bool = True
+    responder: Responder | None = None
+    """Answers by session and conversation (a parent and its subagents), tried first."""
     embeddings_down: list[bool] = field(default_factory=lambda: [False])
     """``embeddings_down[0] = True``: ``/v1/embeddings`` answers 503."""
     log: list[dict[str, Any]] = field(default_factory=list, init=False)
@@ -278,6 +289,17 @@ class FakeOpenAI(LoopbackServer):
             {"object": "list", "data": [{"id": self.model, "object": "model"}]}
         )
 
+    async def _respond(self, body: dict[str, Any]) -> Entry | None:
+        if self.responder is None:
+            return None
+        messages = body.get("messages") or []
+        system = next((m for m in messages if m.get("role") == "system"), {})
+        found = _SESSION_LINE.search(_text_of(system.get("content")))
+        item = self.responder(found.group(1) if found else None, messages)
+        if inspect.isawaitable(item):
+            item = await item
+        return None if item is None else _as_entry(item)
+
     def _next_entry(self, body: dict[str, Any]) -> Entry:
         if self._queue:
             return self._queue.popleft()
@@ -306,7 +328,7 @@ class FakeOpenAI(LoopbackServer):
                 refused = Status(401, message=f"Incorrect API key provided: {sent}")
                 self.log.append(_log_entry(body, refused, None))
                 return _error(refused)
-        entry = self._next_entry(body)
+        entry = await self._respond(body) or self._next_entry(body)
         expect = self.scenario.expect_in_result if self.scenario else None
         self.log.append(_log_entry(body, entry, expect))
         while isinstance(entry, Delay):

@@ -8,11 +8,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from core.agent.config import AgentConfig
 from core.app import CoreApp, build_core
-from core.hooks import HooksConfig
-from core.mcp import McpConfig
 from core.messages import Delivery, InboundMessage, OutboundMessage, utcnow
 from core.providers.base import Provider
 from core.scheduling import SchedulerConfig
@@ -64,12 +63,11 @@ async def running_core(
     scheduler: SchedulerConfig | None = None,
     schedule_clock: Callable[[], datetime] = utcnow,
     extra_tools: Sequence[Tool] = (),
-    hooks: HooksConfig | None = None,
-    hooks_dir: Path | None = None,
-    mcp: McpConfig | None = None,
+    **core: Any,
 ) -> AsyncIterator[tuple[CoreApp, Replies]]:
+    """A started core (``core``: more `build_core` arguments) and its replies."""
     app = await build_core(
-        mcp=mcp,
+        **core,
         extra_tools=extra_tools,
         store_url=store_url,
         workspace=workspace,
@@ -78,8 +76,6 @@ async def running_core(
         provider=provider,
         scheduler=scheduler,
         schedule_clock=schedule_clock,
-        hooks=hooks,
-        hooks_dir=hooks_dir,
     )
     replies = Replies(app)
     pump = asyncio.create_task(replies.pump())

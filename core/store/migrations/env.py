@@ -7,7 +7,8 @@ from sqlmodel import SQLModel
 
 import core.bus.tables
 import core.memory.models
-import core.store.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+import core.store.models
+import core.tasks.records  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 target_metadata = SQLModel.metadata
 connection = context.config.attributes.get("connection")

@@ -1,0 +1,132 @@
+"""The ``subagent_tasks`` table and the TaskRecord read from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Index, Text
+from sqlmodel import Column, Field, SQLModel
+
+__all__ = ["ACTIVE", "TaskMode", "TaskRecord", "TaskRow", "TaskStatus"]
+
+TaskStatus = Literal["running", "idle", "completed", "failed", "cancelled"]
+TaskMode = Literal["sync", "background"]
+ACTIVE: tuple[str, ...] = ("running", "idle")
+"""Statuses of agents that may still answer (and can be cancelled)."""
+
+
+class TaskRow(SQLModel, table=True):
+    """One subagent: who started it, what it does, where it is. Its turns live in the
+    child's own session ``subagent:<id>``."""
+
+    __tablename__ = "subagent_tasks"
+    __table_args__ = (
+        Index("ix_subagent_tasks_owner", "owner_key", "created_at"),
+        Index("ix_subagent_tasks_status", "status"),
+        Index("ix_subagent_tasks_spawn_key", "spawn_key"),
+    )
+
+    id: str = Field(primary_key=True, max_length=32)
+    owner_key: str = Field(max_length=512)
+    """The parent's session key."""
+    child_key: str = Field(max_length=512)
+    spawn_key: str | None = Field(default=None, max_length=200)
+    """The parent message and call that spawned it: a rerun of that message after a
+    crash finds this agent again instead of starting a second one."""
+    agent_type: str = Field(max_length=128)
+    name: str | None = Field(default=None, max_length=128)
+    description: str = Field(default="", sa_column=Column(Text, nullable=False))
+    prompt: str = Field(sa_column=Column(Text, nullable=False))
+    model: str | None = Field(default=None, max_length=200)
+    mode: str = Field(max_length=16)
+    multi_turn: bool = False
+    memory_mode: str = Field(max_length=32)
+    status: str = Field(max_length=16)
+    result: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    turns: int = 0
+    tool_calls: int = 0
+    last_intent: str | None = Field(default=None, max_length=256)
+    depth: int = 1
+    delivery: str = Field(sa_column=Column(Text, nullable=False))
+    """JSON of the parent's Delivery: where a handoff (and the parent's answer) goes."""
+    snapshot: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    """inherit-readonly: the parent's recent context, taken when the agent started."""
+    message_id: str | None = Field(default=None, max_length=64)
+    """The child's newest work message (its answer settles the current run)."""
+    handoff: bool = False
+    """Whether the answer to ``message_id`` is handed to the parent as a new message."""
+    created_at: float
+    updated_at: float
+    finished_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskRecord:
+    """A subagent as the registry, the tools and the CLI see it."""
+
+    id: str
+    owner_key: str
+    child_key: str
+    agent_type: str
+    name: str | None
+    description: str
+    prompt: str
+    model: str | None
+    mode: TaskMode
+    multi_turn: bool
+    memory_mode: str
+    status: TaskStatus
+    result: str | None
+    error: str | None
+    turns: int
+    tool_calls: int
+    last_intent: str | None
+    depth: int
+    delivery: str
+    snapshot: str | None
+    message_id: str | None
+    handoff: bool
+    spawn_key: str | None
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+
+    @classmethod
+    def of(cls, row: Any) -> TaskRecord:
+        names = cls.__dataclass_fields__
+        return cls(**{n: getattr(row, n) for n in names})
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    def as_json(self, *, full: bool = False) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "id": self.id,
+            "owner": self.owner_key,
+            "session": self.child_key,
+            "agent_type": self.agent_type,
+            "name": self.name,
+            "description": self.description,
+            "mode": self.mode,
+            "multi_turn": self.multi_turn,
+            "memory_share_mode": self.memory_mode,
+            "status": self.status,
+            "depth": self.depth,
+            "model": self.model,
+            "progress": {
+                "turns": self.turns,
+                "tool_calls": self.tool_calls,
+                "last_intent": self.last_intent,
+            },
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "finished_at": self.finished_at,
+        }
+        if full:
+            found["prompt"] = self.prompt
+            found["result"] = self.result
+            found["error"] = self.error
+        return found

@@ -1,0 +1,102 @@
+"""``familiar tasks list|show|cancel``: the subagents of the running gateway."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from gateway.commands.common import (
+    HomeOption,
+    JsonOption,
+    print_json,
+    query,
+    resolve_home,
+    stdout_console,
+)
+
+__all__ = ["tasks_app"]
+
+tasks_app = typer.Typer(
+    no_args_is_help=True, help="Subagents started by the agent (list, show, cancel)."
+)
+
+TaskId = Annotated[str, typer.Argument(metavar="ID", help="The subagent's id.")]
+
+
+def _progress(task: dict[str, Any]) -> str:
+    progress = task.get("progress") or {}
+    last = progress.get("last_intent")
+    text = f"{progress.get('turns', 0)} turns, {progress.get('tool_calls', 0)} tool calls"
+    return f"{text} (last: {last})" if last else text
+
+
+@tasks_app.command("list")
+def list_tasks(
+    owner: Annotated[
+        str | None,
+        typer.Option("--owner", metavar="KEY", help="Only those of this parent session."),
+    ] = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """List subagents, newest first."""
+    tasks = query(resolve_home(home), lambda client: client.tasks(owner=owner))
+    if as_json:
+        print_json({"tasks": tasks})
+        return
+    if not tasks:
+        typer.echo("No subagents.")
+        return
+    table = Table(box=None, header_style="bold")
+    table.add_column("id", no_wrap=True, min_width=12)
+    for column in ("agent", "status", "mode", "parent", "progress", "what"):
+        table.add_column(column)
+    for task in tasks:
+        what = " ".join(str(task.get("description") or task.get("name") or "").split())
+        table.add_row(
+            str(task.get("id")),
+            escape(str(task.get("agent_type"))),
+            str(task.get("status")),
+            str(task.get("mode")),
+            escape(str(task.get("owner"))),
+            _progress(task),
+            escape(what[:60]),
+        )
+    stdout_console().print(table)
+
+
+@tasks_app.command("show")
+def show_task(task_id: TaskId, as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """Show one subagent: prompt, status, progress, result and its conversation."""
+    task = query(resolve_home(home), lambda client: client.task(task_id))
+    if as_json:
+        print_json(task)
+        return
+    console = stdout_console()
+    console.print(
+        f"[bold]{escape(str(task.get('id')))}[/bold] {escape(str(task.get('agent_type')))} · "
+        f"{task.get('status')} · {task.get('mode')} · memory {task.get('memory_share_mode')} "
+        f"· depth {task.get('depth')}"
+    )
+    console.print(f"parent: {escape(str(task.get('owner')))}  session: "
+                  f"{escape(str(task.get('session')))}")  # fmt: skip
+    console.print(f"progress: {escape(_progress(task))}")
+    console.print(f"prompt: {escape(str(task.get('prompt')))}")
+    if task.get("result") is not None:
+        console.print(f"result: {escape(str(task.get('result')))}")
+    for message in task.get("history") or []:
+        console.print(f"  {message.get('role')}: {escape(str(message.get('content')))}")
+
+
+@tasks_app.command("cancel")
+def cancel_task(task_id: TaskId, home: HomeOption = None) -> None:
+    """Cancel a subagent and every subagent it started."""
+    answer = query(resolve_home(home), lambda client: client.cancel_task(task_id))
+    cancelled = answer.get("cancelled") or []
+    if cancelled:
+        typer.echo("Cancelled " + ", ".join(str(c) for c in cancelled) + ".")
+    else:
+        typer.echo(f"{task_id} had already finished ({answer.get('status')}).")
