@@ -71,6 +71,8 @@ def sandbox_control_mounts(workspace: Path) -> list[str]:
     Touches the filesystem: call it off the event loop.
     """
     root = workspace.resolve()
+    if not root.is_dir():
+        return []  # no workspace: the command fails to start (never create it here)
     args: list[str] = []
     for entry in CONTROL_DIRS:
         where = root / entry
