@@ -227,6 +227,8 @@ def _tool_names(raw: str) -> tuple[str, ...]:
     alias = TOOL_ALIASES.get(base.lower())
     if alias is not None:
         return alias
+    if base.startswith("mcp__") and "__" not in base.removeprefix("mcp__"):
+        return (f"{base}__*",)  # Claude's mcp__<server>: every tool of that server
     if "/" in base:  # Copilot / VS Code MCP forms: server/tool, server/*
         server, _, tool = base.partition("/")
         return (f"mcp__{server}__{tool or '*'}",)

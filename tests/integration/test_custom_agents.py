@@ -97,3 +97,72 @@ async def test_custom_agent_file(store_url: str, tmp_path: Path, fmt: str) -> No
     assert listed["scout"]["source"] == str(path)
     assert listed["explore"]["tools"] == ["read_file", "list_dir", "resolve_path", "recall"]
     assert listed["general-purpose"]["memory_share_mode"] == "handoff"
+
+
+MCP_AGENTS: dict[str, tuple[str, str, list[str] | None]] = {
+    # case: (file, front matter tools, MCP tools offered to the child)
+    "claude-one-tool": ("ws/.claude/agents/adder.md", "tools: mcp__fake__add", ["mcp__fake__add"]),
+    "claude-whole-server": (
+        "ws/.claude/agents/adder.md",
+        "tools: mcp__fake",
+        None,  # every tool of the server: what the main agent is offered
+    ),
+    "copilot-server-slash-tool": (
+        "ws/.github/agents/adder.agent.md",
+        "tools: ['fake/add']",
+        ["mcp__fake__add"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(MCP_AGENTS))
+async def test_custom_agent_tools_restrict_mcp_tools(tmp_path: Path, case: str) -> None:
+    from core.mcp import McpConfig
+    from tests.fakes.mcp_procs import stdio_server
+
+    relative, tools_line, offered = MCP_AGENTS[case]
+    path = tmp_path / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\nname: adder\ndescription: Adds\n{tools_line}\n---\nAdd numbers.\n")
+
+    def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        if session and session.startswith("subagent:"):
+            if last_text(messages) is not None:
+                return "adder: " + json.dumps(tool_results(messages))
+            return [
+                ("mcp__fake__add", {"a": 2, "b": 40}),
+                ("mcp__fake__echo", {"text": "hi"}),
+            ]
+        if (result := last_text(messages)) is not None:
+            return f"parent got: {result}"
+        return [("sessions_spawn", {"agent_type": "adder", "prompt": "add"})]
+
+    mcp = McpConfig(servers={"fake": stdio_server()})
+    store_url = f"sqlite+aiosqlite:///{tmp_path / 'familiar.db'}"
+    async with rig(tmp_path, store_url, respond, home=tmp_path / "home", mcp=mcp) as (
+        app,
+        replies,
+        fake,
+    ):
+        await app.mcp.wait_settled(60)
+        message = inbound(PARENT, "go")
+        await app.bus.publish_inbound(message)
+        (reply,) = await replies.wait([message.id])
+        task = await only_task(app, PARENT)
+    child = next(b for b in fake.requests if f"- Session: {task.child_key}" in _system(b))
+    parent = next(b for b in fake.requests if f"- Session: {PARENT}" in _system(b))
+
+    def mcp_tools(body: dict[str, Any]) -> list[str]:
+        return sorted(n for t in body["tools"] if (n := t["function"]["name"]).startswith("mcp__"))
+
+    if offered is None:
+        offered = mcp_tools(parent)
+        assert len(offered) > 2  # the whole server, not just the two used below
+    assert mcp_tools(child) == offered
+    result = json.loads(reply.text.removeprefix("parent got: "))["result"]
+    added, echoed = json.loads(result.removeprefix("adder: "))
+    assert added == "42"
+    if "mcp__fake__echo" in offered:
+        assert "hi" in echoed and not echoed.startswith("error")
+    else:
+        assert echoed.startswith("error: denied:") and "not among agent 'adder'" in echoed

@@ -64,9 +64,11 @@ async def test_subagent_start_context_reaches_the_child_and_stop_sees_its_answer
             return f"parent got: {result}"
         return [spawn_call("say hi")]
 
-    async with rig(
-        tmp_path, store_url, respond, hooks=HooksConfig(reload_interval=0)
-    ) as (app, replies, fake):
+    async with rig(tmp_path, store_url, respond, hooks=HooksConfig(reload_interval=0)) as (
+        app,
+        replies,
+        fake,
+    ):
         message = inbound(PARENT, "delegate")
         await app.bus.publish_inbound(message)
         (reply,) = await replies.wait([message.id])
