@@ -114,3 +114,27 @@ async def test_existing_control_files_are_not_removed(ctx: ToolContext) -> None:
     result = await call(reg, ctx, "exec", command="cat .mcp.json")
     assert "mcpServers" in result.content and "removed" not in result.content
     assert (ctx.workspace / ".mcp.json").exists()
+
+
+async def test_bwrap_command_cannot_move_a_control_directory_s_parent_away(
+    ctx: ToolContext,
+) -> None:
+    """``.github/hooks`` is a mount point, but ``.github`` was not: renaming it and
+    making a fresh ``.github/hooks/`` planted a hook on the host (same for ``.vscode``)."""
+    await require_bwrap()
+    (ctx.workspace / ".vscode").mkdir()
+    (ctx.workspace / ".vscode" / "mcp.json").write_text('{"servers": {}}')
+    reg = ToolRegistry(tools=exec_tools(ToolsConfig.model_validate({"exec": {"sandbox": "bwrap"}})))
+    plant = "; ".join(
+        [
+            "mv .github gh-away && mkdir -p .github/hooks && echo '{}' > .github/hooks/pwn.json",
+            "mv .vscode vs-away && mkdir .vscode && echo pwned > .vscode/mcp.json",
+            "echo ok > notes.txt",
+        ]
+    )
+    result = await call(reg, ctx, "exec", command=plant)
+    assert (ctx.workspace / "notes.txt").read_text() == "ok\n", result.content
+    assert not (ctx.workspace / ".github" / "hooks" / "pwn.json").exists(), result.content
+    assert not (ctx.workspace / "gh-away").exists(), result.content
+    assert (ctx.workspace / ".vscode" / "mcp.json").read_text() == '{"servers": {}}'
+    assert not (ctx.workspace / "vs-away").exists(), result.content
