@@ -16,7 +16,7 @@ from core.tools.base import ToolContext
 from core.tools.sandbox import command_env
 
 from .config import HooksConfig
-from .dialects import Answer, Facts, parse_answer, payload
+from .dialects import Answer, Facts, from_claude_args, parse_answer, payload
 from .loader import HookCommand, HookFileProblem, HookSet, HookSource, fingerprint, load_hooks
 from .names import HookEvent
 from .process import run_hook_process
@@ -253,6 +253,9 @@ class Hooks:
             )
         except ValueError as exc:
             return _Result(hook, None, f"unreadable answer: {exc}")
+        tool = facts.tool_name
+        if answer.args is not None and hook.dialect == "claude" and tool is not None:
+            answer = dataclasses.replace(answer, args=from_claude_args(tool, answer.args))
         return _Result(hook, answer)
 
     def _merge(self, event: HookEvent, facts: Facts, results: Sequence[_Result]) -> HookOutcome:
