@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -116,6 +117,10 @@ class Hooks:
         self._checked = 0.0
         self._lock = asyncio.Lock()
         env = command_env(workspace, config.env_passthrough)
+        # HOME is not the workspace, which the agent writes: git (~/.gitconfig), npm
+        # (~/.npmrc) and Python (user site-packages, *.pth) read commands and code there,
+        # and a hook runs unsandboxed, wherever its own script lives.
+        env["HOME"] = os.path.expanduser("~")
         env["CLAUDE_PROJECT_DIR"] = str(workspace)
         self._env = env
 
