@@ -45,6 +45,11 @@ def control_entry(workspace: Path, target: Path) -> str | None:
     for entry in CONTROL_FILES:
         if target == (root / entry).resolve():
             return entry
+    for entry in (*CONTROL_DIRS, *CONTROL_FILES):
+        # A file at ``.github`` would make the sandbox unable to protect ``.github/hooks``
+        # (so every exec fails): the directories on the way are theirs too.
+        if target != root and (root / entry).resolve().is_relative_to(target):
+            return entry
     return None
 
 

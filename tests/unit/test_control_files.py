@@ -26,6 +26,8 @@ TARGETS = [
     ".github/mcp.json",
     ".vscode/mcp.json",
     "./.claude/../.mcp.json",
+    ".github",
+    ".vscode",
 ]
 
 
@@ -138,3 +140,17 @@ async def test_bwrap_command_cannot_move_a_control_directory_s_parent_away(
     assert not (ctx.workspace / "gh-away").exists(), result.content
     assert (ctx.workspace / ".vscode" / "mcp.json").read_text() == '{"servers": {}}'
     assert not (ctx.workspace / "vs-away").exists(), result.content
+
+
+async def test_a_file_in_the_way_of_a_control_directory_cannot_break_exec(
+    ctx: ToolContext,
+) -> None:
+    """A file named ``.github`` (written by the agent) made every exec fail: the
+    sandbox could not create and mount ``.github/hooks``."""
+    await require_bwrap()
+    tools = [*fs_tools(ToolsConfig()), *exec_tools(ToolsConfig.model_validate({"exec": {}}))]
+    reg = ToolRegistry(tools=tools)
+    written = await call(reg, ctx, "write_file", path=".github", content="x")
+    assert written.is_error and "may not change it" in written.content
+    result = await call(reg, ctx, "exec", command="echo still-works")
+    assert not result.is_error and "still-works" in result.content, result.content
