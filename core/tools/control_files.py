@@ -90,7 +90,9 @@ def sandbox_control_mounts(workspace: Path) -> list[str]:
     args: list[str] = []
     for top in dict.fromkeys(entry.split("/", 1)[0] for entry in (*CONTROL_DIRS, *CONTROL_FILES)):
         where = root / top
-        if where.exists():
+        # Not through a link (a command can plant ``.vscode -> /``: bwrap then fails every
+        # later command); a control file behind a link is removed when a command made it.
+        if where.exists() and not where.is_symlink():
             args += ["--ro-bind", str(where), str(where)]
     return args
 

@@ -154,3 +154,17 @@ async def test_a_file_in_the_way_of_a_control_directory_cannot_break_exec(
     assert written.is_error and "may not change it" in written.content
     result = await call(reg, ctx, "exec", command="echo still-works")
     assert not result.is_error and "still-works" in result.content, result.content
+
+
+async def test_a_link_planted_at_a_control_directory_does_not_break_exec(
+    ctx: ToolContext,
+) -> None:
+    await require_bwrap()
+    reg = ToolRegistry(tools=exec_tools(ToolsConfig.model_validate({"exec": {"sandbox": "bwrap"}})))
+    planted = await call(reg, ctx, "exec", command="mkdir x && ln -s / .vscode && echo planted")
+    assert "planted" in planted.content, planted.content
+    result = await call(reg, ctx, "exec", command="echo still-works > x/out; cat x/out")
+    assert not result.is_error and "still-works" in result.content, result.content
+    made = await call(reg, ctx, "exec", command="rm .vscode; ln -s x .vscode; echo {} > x/mcp.json")
+    assert "removed mcp.json" in made.content, made.content
+    assert not (ctx.workspace / "x" / "mcp.json").exists()
