@@ -55,6 +55,20 @@ class _TextFormatter(logging.Formatter):
         return line
 
 
+_NOISY = (
+    "httpx",
+    "httpcore",
+    "httpx2",
+    "httpcore2",
+    "mcp",
+    "aiosqlite",
+    "apscheduler",
+    "alembic",
+    "asyncio",
+)
+"""Libraries logged at WARNING and above only (whatever ``log.level`` says, down to INFO)."""
+
+
 def setup_logging(config: LogConfig) -> None:
     """Install the one stderr handler (only the gateway installs handlers)."""
     use_json = config.format == "json" or (config.format == "auto" and not sys.stderr.isatty())
@@ -66,5 +80,7 @@ def setup_logging(config: LogConfig) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(config.level)
-    for noisy in ("httpx", "httpcore", "aiosqlite", "apscheduler", "alembic", "asyncio"):
+    # httpx2 (the MCP SDK's client) logs every request URL at INFO, and MCP server URLs
+    # often carry their key; the mcp SDK logs every request it serves at INFO.
+    for noisy in _NOISY:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(config.level)))

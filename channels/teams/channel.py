@@ -171,6 +171,11 @@ class TeamsChannel:
     async def _http_messages(self, request: web.Request) -> web.StreamResponse:
         if not self._running:
             return web.json_response({"error": "the teams channel is not running"}, status=503)
+        if self.config.anonymous and (why := _not_local(request)) is not None:
+            log.warning("teams anonymous mode: refused a request that is not local (%s)", why)
+            return web.json_response(
+                {"error": f"anonymous mode accepts local requests only ({why})"}, status=403
+            )
         response = await self._sdk.adapter.process(request, self)
         assert response is not None
         return response
@@ -333,6 +338,20 @@ class TeamsChannel:
             raise
         except Exception as exc:
             raise TeamsError(f"teams connector call failed: {_describe(exc)}") from exc
+
+
+_FORWARDED = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP")
+
+
+def _not_local(request: web.Request) -> str | None:
+    """Why ``request`` may come from off this host, or None: a loopback ``http.host``
+    is not enough when a dev tunnel or a reverse proxy on this host forwards to it."""
+    for header in _FORWARDED:
+        if header in request.headers:
+            return f"it was forwarded ({header})"
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    host = peer[0] if isinstance(peer, tuple | list) and peer else None
+    return None if is_loopback(host) else f"it came from {host}"
 
 
 def _continuation(reference: ConversationReference) -> Activity:

@@ -16,7 +16,7 @@ from typing import Any
 
 from .names import Dialect, HookEvent
 
-__all__ = ["Answer", "Facts", "parse_answer", "payload"]
+__all__ = ["CLAUDE_TOOLS", "Answer", "Facts", "from_claude_args", "parse_answer", "payload"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +88,39 @@ _CLAUDE_KEYS = {
 }
 
 
+CLAUDE_TOOLS: dict[str, tuple[str, dict[str, str]]] = {
+    "exec": ("Bash", {"command": "command", "timeout": "timeout"}),
+    "read_file": ("Read", {"path": "file_path"}),
+    "write_file": ("Write", {"path": "file_path", "content": "content"}),
+    "edit_file": (
+        "Edit",
+        {"path": "file_path", "old_text": "old_string", "new_text": "new_string"},
+    ),
+    "list_dir": ("LS", {"path": "path"}),
+    "sessions_spawn": ("Task", {"agent_type": "subagent_type", "prompt": "prompt"}),
+}
+"""Our tools as Claude Code names them, and their arguments (conventions §2.1): a Claude
+hook script checks ``tool_name == "Bash"`` and reads ``tool_input.file_path``, so with our
+names it would let every call through. Other arguments keep their names."""
+
+
+def _to_claude(tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    name, keys = CLAUDE_TOOLS.get(tool, (tool, {}))
+    out = {keys.get(k, k): v for k, v in args.items()}
+    if tool == "exec" and isinstance(out.get("timeout"), int | float):
+        out["timeout"] = int(out["timeout"] * 1000)  # Claude's Bash timeout is in ms
+    return name, out
+
+
+def from_claude_args(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A Claude hook's ``updatedInput`` for our ``tool``, in our argument names."""
+    back = {v: k for k, v in CLAUDE_TOOLS.get(tool, ("", {}))[1].items()}
+    out = {back.get(k, k): v for k, v in args.items()}
+    if tool == "exec" and isinstance(out.get("timeout"), int | float):
+        out["timeout"] = out["timeout"] / 1000
+    return out
+
+
 def payload(facts: Facts, *, event: HookEvent, event_name: str, dialect: Dialect) -> bytes:
     """The JSON document written to a hook's stdin."""
     now = datetime.now(UTC)
@@ -121,6 +154,8 @@ def payload(facts: Facts, *, event: HookEvent, event_name: str, dialect: Dialect
         value = getattr(facts, field_name)
         if value is not None:
             doc[key] = value
+    if dialect == "claude" and facts.tool_name is not None:
+        doc["tool_name"], doc["tool_input"] = _to_claude(facts.tool_name, facts.tool_args or {})
     if event in (HookEvent.SUBAGENT_START, HookEvent.SUBAGENT_STOP) and dialect == "claude":
         doc["agent_id"] = facts.session_key
     return json.dumps(doc, default=str).encode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from core.tools.base import ToolContext
 from core.tools.sandbox import command_env
 
 from .config import HooksConfig
-from .dialects import Answer, Facts, parse_answer, payload
+from .dialects import Answer, Facts, from_claude_args, parse_answer, payload
 from .loader import HookCommand, HookFileProblem, HookSet, HookSource, fingerprint, load_hooks
 from .names import HookEvent
 from .process import run_hook_process
@@ -116,6 +117,10 @@ class Hooks:
         self._checked = 0.0
         self._lock = asyncio.Lock()
         env = command_env(workspace, config.env_passthrough)
+        # HOME is not the workspace, which the agent writes: git (~/.gitconfig), npm
+        # (~/.npmrc) and Python (user site-packages, *.pth) read commands and code there,
+        # and a hook runs unsandboxed, wherever its own script lives.
+        env["HOME"] = os.path.expanduser("~")
         env["CLAUDE_PROJECT_DIR"] = str(workspace)
         self._env = env
 
@@ -253,6 +258,9 @@ class Hooks:
             )
         except ValueError as exc:
             return _Result(hook, None, f"unreadable answer: {exc}")
+        tool = facts.tool_name
+        if answer.args is not None and hook.dialect == "claude" and tool is not None:
+            answer = dataclasses.replace(answer, args=from_claude_args(tool, answer.args))
         return _Result(hook, answer)
 
     def _merge(self, event: HookEvent, facts: Facts, results: Sequence[_Result]) -> HookOutcome:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -159,7 +160,7 @@ class McpConnection:
 
     def _lost(self, tool: str, exc: BaseException) -> ToolFailed:
         self._broken.set()
-        detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        detail = redact_urls(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
         log.warning("mcp server %s: connection lost during %s: %s", self.name, tool, detail)
         return ToolFailed(
             f"lost the connection to MCP server {self.name!r} calling {tool} ({detail}); "
@@ -271,11 +272,24 @@ async def _list_tools(client: Client) -> list[mcp_types.Tool]:
     return tools
 
 
+_URL = re.compile(
+    r"\b(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?:[^\s/@'\"<>]*@)?"
+    r"(?P<host>[^\s/?#'\"<>]+)[^\s'\"<>]*"
+)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with every URL cut to its scheme, host and port: an MCP server's URL often
+    carries its key (``?api_key=``, a secret path, user:password@), and errors land in
+    the log, in ``/readyz`` (no auth) and in tool errors the model (so a chat user) sees."""
+    return _URL.sub(lambda m: f"{m['scheme']}{m['host']}/...", text)
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _describe(exc.exceptions[0])
     if isinstance(exc, TimeoutError):
         return "did not start in time"
     if isinstance(exc, MCPError):
-        return exc.message
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return redact_urls(exc.message)
+    return redact_urls(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

@@ -45,6 +45,11 @@ def control_entry(workspace: Path, target: Path) -> str | None:
     for entry in CONTROL_FILES:
         if target == (root / entry).resolve():
             return entry
+    for entry in (*CONTROL_DIRS, *CONTROL_FILES):
+        # A file at ``.github`` would make the sandbox unable to protect ``.github/hooks``
+        # (so every exec fails): the directories on the way are theirs too.
+        if target != root and (root / entry).resolve().is_relative_to(target):
+            return entry
     return None
 
 
@@ -67,23 +72,29 @@ def sandbox_control_mounts(workspace: Path) -> list[str]:
     """bwrap options that make the control files read-only inside the sandbox.
 
     Control directories are created (empty) when missing so that they can be mounted;
-    control files are mounted when they exist (see :func:`remove_created_control_files`).
+    the top-level directories holding them (``.github``, ``.claude``, ``.vscode``) and
+    ``.mcp.json`` are mounted read-only as a whole when they exist (a control file in a
+    missing one is removed after the command: :func:`remove_created_control_files`).
     Touches the filesystem: call it off the event loop.
     """
     root = workspace.resolve()
     if not root.is_dir():
         return []  # no workspace: the command fails to start (never create it here)
-    args: list[str] = []
     for entry in CONTROL_DIRS:
-        where = root / entry
         try:
-            where.mkdir(parents=True, exist_ok=True)
+            (root / entry).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ToolFailed(f"cannot protect {entry} in the workspace: {exc}") from exc
-        args += ["--ro-bind", str(where), str(where)]
-    for entry in CONTROL_FILES:
-        where = root / entry
-        if where.exists():
+    # The whole top-level entry (``.github``, not ``.github/hooks``): a mount point
+    # cannot be renamed from inside, but its parent can, and a command could then
+    # create a fresh ``.github/hooks/`` beside the mounted one (and hide the old one).
+    # The workspace root is itself a mount point, so these cannot be moved away.
+    args: list[str] = []
+    for top in dict.fromkeys(entry.split("/", 1)[0] for entry in (*CONTROL_DIRS, *CONTROL_FILES)):
+        where = root / top
+        # Not through a link (a command can plant ``.vscode -> /``: bwrap then fails every
+        # later command); a control file behind a link is removed when a command made it.
+        if where.exists() and not where.is_symlink():
             args += ["--ro-bind", str(where), str(where)]
     return args
 

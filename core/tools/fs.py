@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import stat
 from pathlib import Path
 
@@ -41,11 +43,49 @@ def _check_kind(target: Path, path: str, *, must_exist: bool) -> int:
     return info.st_size
 
 
+def _open(workspace: Path, target: Path, path: str, flags: int, *, make_dirs: bool = False) -> int:
+    """Open ``target`` (resolved, in the workspace) following no symlink on the way.
+
+    ``resolve_in_workspace`` checked a path free of links; a command running meanwhile
+    (another session's ``exec``) may swap a directory of it for a link to anywhere (a
+    control file, ``$FAMILIAR_HOME``). Walking down from the workspace with
+    ``O_NOFOLLOW`` makes that swap fail the call instead. The caller closes the fd.
+    """
+    parts = target.relative_to(workspace.resolve()).parts
+    if not parts:
+        raise ToolRetry(f"{path} is a directory")
+    base = os.O_NOFOLLOW | os.O_CLOEXEC
+    dirfd = os.open(workspace.resolve(), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            if make_dirs:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=dirfd)
+            fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | base, dir_fd=dirfd)
+            os.close(dirfd)
+            dirfd = fd
+        # O_NONBLOCK: a FIFO planted meanwhile must not hang the open; fstat refuses it.
+        fd = os.open(parts[-1], flags | base | os.O_NONBLOCK, 0o666, dir_fd=dirfd)
+    except FileNotFoundError:
+        raise ToolRetry(f"file not found: {path}") from None
+    except IsADirectoryError:
+        raise ToolRetry(f"{path} is a directory") from None
+    except OSError as exc:  # ELOOP / ENOTDIR: a link where the checked path had none
+        raise ToolFailed(f"cannot open {path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(dirfd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolFailed(f"{path} is not a regular file")
+    return fd
+
+
 def _read(workspace: Path, path: str, max_bytes: int) -> str:
     target = resolve_in_workspace(workspace, path)
     size = _check_kind(target, path, must_exist=True)
+    fd = _open(workspace, target, path, os.O_RDONLY)
     try:
-        with target.open("rb") as f:
+        with os.fdopen(fd, "rb") as f:
             data = f.read(max_bytes)
     except OSError as exc:
         raise ToolFailed(f"cannot read {path}: {exc.strerror or exc}") from exc
@@ -62,9 +102,11 @@ def _write(workspace: Path, path: str, content: str) -> str:
     refuse_control_write(workspace, target, path)
     _check_kind(target, path, must_exist=False)
     data = content.encode("utf-8")
+    fd = _open(workspace, target, path, os.O_WRONLY | os.O_CREAT, make_dirs=True)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        with os.fdopen(fd, "wb") as f:
+            f.truncate(0)
+            f.write(data)
     except OSError as exc:
         raise ToolFailed(f"cannot write {path}: {exc.strerror or exc}") from exc
     return f"wrote {len(data)} bytes to {_display(workspace, target)}"
@@ -76,24 +118,27 @@ def _edit(workspace: Path, path: str, old_text: str, new_text: str) -> str:
     target = resolve_in_workspace(workspace, path)
     refuse_control_write(workspace, target, path)
     _check_kind(target, path, must_exist=True)
-    try:
-        text = target.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise ToolFailed(f"{path} is not a UTF-8 text file") from None
-    except OSError as exc:
-        raise ToolFailed(f"cannot read {path}: {exc.strerror or exc}") from exc
-    count = text.count(old_text)
-    if count == 0:
-        raise ToolRetry(f"old_text not found in {path}; it must match the file exactly")
-    if count > 1:
-        raise ToolRetry(
-            f"old_text occurs {count} times in {path}; include more surrounding text "
-            "so that it matches exactly once"
-        )
-    try:
-        target.write_bytes(text.replace(old_text, new_text, 1).encode("utf-8"))
-    except OSError as exc:
-        raise ToolFailed(f"cannot write {path}: {exc.strerror or exc}") from exc
+    with os.fdopen(_open(workspace, target, path, os.O_RDWR), "r+b") as handle:
+        try:
+            text = handle.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolFailed(f"{path} is not a UTF-8 text file") from None
+        except OSError as exc:
+            raise ToolFailed(f"cannot read {path}: {exc.strerror or exc}") from exc
+        count = text.count(old_text)
+        if count == 0:
+            raise ToolRetry(f"old_text not found in {path}; it must match the file exactly")
+        if count > 1:
+            raise ToolRetry(
+                f"old_text occurs {count} times in {path}; include more surrounding text "
+                "so that it matches exactly once"
+            )
+        try:
+            handle.seek(0)
+            handle.truncate(0)
+            handle.write(text.replace(old_text, new_text, 1).encode("utf-8"))
+        except OSError as exc:
+            raise ToolFailed(f"cannot write {path}: {exc.strerror or exc}") from exc
     return f"edited {_display(workspace, target)}"
 
 

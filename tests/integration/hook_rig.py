@@ -49,6 +49,18 @@ if mode == "rewrite-claude":
         "hookEventName": "PreToolUse", "permissionDecision": "allow",
         "updatedInput": {"command": "echo rewritten-by-claude-hook"}}}))
     sys.exit(0)
+if mode == "claude-validator":  # as Claude Code's docs write one: names and keys are theirs
+    tool, given = doc.get("tool_name"), doc.get("tool_input") or {}
+    if tool == "Bash" and "rm -rf" in given.get("command", ""):
+        sys.stderr.write("claude policy: no rm -rf")
+        sys.exit(2)
+    if tool in ("Write", "Edit") and given.get("file_path", "").endswith(".env"):
+        sys.stderr.write("claude policy: .env files are off limits")
+        sys.exit(2)
+    if tool == "Write" and given.get("file_path") == "redirect-me.txt":
+        print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+              "updatedInput": {"file_path": "redirected.txt", "content": given["content"]}}}))
+    sys.exit(0)
 if mode == "crash":
     sys.stderr.write("boom")
     sys.exit(1)

@@ -88,13 +88,18 @@ class Gateway:
         await self.state("running")
 
     async def post(
-        self, activity: dict[str, Any], *, token: str | None = "", auth: str | None = None
+        self,
+        activity: dict[str, Any],
+        *,
+        token: str | None = "",
+        auth: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, float, str]:
         """POST an activity to ``/api/messages``; (status, seconds to the answer, body).
 
         ``token=""`` signs a valid Bot Framework token; None sends no Authorization.
         """
-        headers = {}
+        headers = dict(headers or {})
         if auth is not None:
             headers["Authorization"] = auth
         elif token is not None:

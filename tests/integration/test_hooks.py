@@ -94,7 +94,7 @@ async def test_every_event_fires_with_the_claude_payload(tmp_path: Path) -> None
         assert p["channel"] == "test" and p["agent_type"] == "main" and p["agent_depth"] == 0
         assert "sessionId" not in p
     assert start["source"] == "startup" and prompt["prompt"] == "go"
-    assert pre["tool_name"] == "exec" and pre["tool_input"] == {"command": "echo claude-side"}
+    assert pre["tool_name"] == "Bash" and pre["tool_input"] == {"command": "echo claude-side"}
     assert pre["tool_use_id"]
     assert "claude-side" in post["tool_response"]
     assert stop["stop_hook_active"] is False and stop["last_assistant_message"] == "all done"
@@ -138,6 +138,44 @@ async def test_pre_tool_use_denies_a_matching_exec_and_the_model_sees_why(tmp_pa
     assert {(b.hook, b.tool) for b in blocked} == {("preToolUse", "exec")}
     assert {Path(b.source).name for b in blocked} == {"policy.json", "settings.json"}
     assert {c["mode"] for c in rig.calls()} == {"deny-rm", "deny-exit2"}
+
+
+async def test_a_claude_code_hook_script_sees_claude_tool_names_and_arguments(
+    tmp_path: Path,
+) -> None:
+    """A validator written for Claude Code checks ``tool_name == "Bash"`` and reads
+    ``tool_input.file_path``: with our names (``exec``, ``path``) it let everything by."""
+    async with hook_rig(tmp_path) as rig:
+        hook = {"type": "command", "command": rig.command("claude-validator")}
+        rig.write_claude({"PreToolUse": [{"matcher": "Bash|Write|Edit", "hooks": [hook]}]})
+        victim = rig.workspace / "precious"
+        victim.mkdir()
+        (rig.workspace / "app.env").write_text("KEY=1\n")
+        rig.fake.script(
+            [
+                ("exec", {"command": "rm -rf precious", "timeout": 5}),
+                ("write_file", {"path": "app.env", "content": "KEY=stolen"}),
+                ("edit_file", {"path": "app.env", "old_text": "1", "new_text": "2"}),
+                ("write_file", {"path": "redirect-me.txt", "content": "hello"}),
+            ],
+            "ok",
+        )
+        await rig.send("go")
+        payloads = [c["payload"] for c in rig.calls()]
+    assert victim.is_dir() and (rig.workspace / "app.env").read_text() == "KEY=1\n"
+    denied_rm, denied_write, denied_edit, redirected = tool_results(rig.fake.requests[-1])
+    assert "claude policy: no rm -rf" in denied_rm
+    assert "claude policy: .env" in denied_write and "claude policy: .env" in denied_edit
+    assert "redirected.txt" in redirected, redirected
+    assert (rig.workspace / "redirected.txt").read_text() == "hello"
+    assert not (rig.workspace / "redirect-me.txt").exists()
+    assert payloads[0]["tool_input"] == {"command": "rm -rf precious", "timeout": 5000}
+    assert payloads[2]["tool_name"] == "Edit"
+    assert payloads[2]["tool_input"] == {
+        "file_path": "app.env",
+        "old_string": "1",
+        "new_string": "2",
+    }
 
 
 @pytest.mark.parametrize("fmt", ["copilot", "claude"])

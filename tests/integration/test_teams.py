@@ -177,6 +177,29 @@ async def test_anonymous_mode_is_refused_off_loopback(home: Path) -> None:
     assert report["queue"] == {"pending": 0, "claimed": 0}
 
 
+async def test_anonymous_mode_refuses_forwarded_requests(home: Path) -> None:
+    """A loopback ``http.host`` behind a dev tunnel or a local reverse proxy is public:
+    anonymous mode answers only requests that were not forwarded."""
+    async with FakeTeams() as teams, FakeOpenAI() as llm:
+        config = overrides(teams, llm, anonymous=True, app_id="", app_password=None)
+        config["http"] = {"port": 0, "host": "127.0.0.1"}
+        async with gateway(home, teams, config) as gw:
+            await gw.running()
+            for header in ("X-Forwarded-For", "Forwarded"):
+                status, _, body = await gw.post(
+                    message("hi", service_url=teams.service_url, activity_id=header),
+                    token=None,
+                    headers={header: "for=203.0.113.9"},
+                )
+                assert status == 403 and "local requests only" in body, (status, body)
+            report = await gw.status()
+            assert report["queue"] == {"pending": 0, "claimed": 0}
+            local = message("hi", service_url=teams.service_url, activity_id="5001")
+            assert (await gw.post(local, token=None))[0] == 202
+            await teams.wait_for(conversation="a:1-alice-personal")
+    assert len(llm.log) == 1
+
+
 async def test_a_refused_secret_leaves_the_gateway_up_and_says_which_setting(home: Path) -> None:
     async with (
         FakeTeams() as teams,

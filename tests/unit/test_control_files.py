@@ -26,6 +26,8 @@ TARGETS = [
     ".github/mcp.json",
     ".vscode/mcp.json",
     "./.claude/../.mcp.json",
+    ".github",
+    ".vscode",
 ]
 
 
@@ -114,3 +116,55 @@ async def test_existing_control_files_are_not_removed(ctx: ToolContext) -> None:
     result = await call(reg, ctx, "exec", command="cat .mcp.json")
     assert "mcpServers" in result.content and "removed" not in result.content
     assert (ctx.workspace / ".mcp.json").exists()
+
+
+async def test_bwrap_command_cannot_move_a_control_directory_s_parent_away(
+    ctx: ToolContext,
+) -> None:
+    """``.github/hooks`` is a mount point, but ``.github`` was not: renaming it and
+    making a fresh ``.github/hooks/`` planted a hook on the host (same for ``.vscode``)."""
+    await require_bwrap()
+    (ctx.workspace / ".vscode").mkdir()
+    (ctx.workspace / ".vscode" / "mcp.json").write_text('{"servers": {}}')
+    reg = ToolRegistry(tools=exec_tools(ToolsConfig.model_validate({"exec": {"sandbox": "bwrap"}})))
+    plant = "; ".join(
+        [
+            "mv .github gh-away && mkdir -p .github/hooks && echo '{}' > .github/hooks/pwn.json",
+            "mv .vscode vs-away && mkdir .vscode && echo pwned > .vscode/mcp.json",
+            "echo ok > notes.txt",
+        ]
+    )
+    result = await call(reg, ctx, "exec", command=plant)
+    assert (ctx.workspace / "notes.txt").read_text() == "ok\n", result.content
+    assert not (ctx.workspace / ".github" / "hooks" / "pwn.json").exists(), result.content
+    assert not (ctx.workspace / "gh-away").exists(), result.content
+    assert (ctx.workspace / ".vscode" / "mcp.json").read_text() == '{"servers": {}}'
+    assert not (ctx.workspace / "vs-away").exists(), result.content
+
+
+async def test_a_file_in_the_way_of_a_control_directory_cannot_break_exec(
+    ctx: ToolContext,
+) -> None:
+    """A file named ``.github`` (written by the agent) made every exec fail: the
+    sandbox could not create and mount ``.github/hooks``."""
+    await require_bwrap()
+    tools = [*fs_tools(ToolsConfig()), *exec_tools(ToolsConfig.model_validate({"exec": {}}))]
+    reg = ToolRegistry(tools=tools)
+    written = await call(reg, ctx, "write_file", path=".github", content="x")
+    assert written.is_error and "may not change it" in written.content
+    result = await call(reg, ctx, "exec", command="echo still-works")
+    assert not result.is_error and "still-works" in result.content, result.content
+
+
+async def test_a_link_planted_at_a_control_directory_does_not_break_exec(
+    ctx: ToolContext,
+) -> None:
+    await require_bwrap()
+    reg = ToolRegistry(tools=exec_tools(ToolsConfig.model_validate({"exec": {"sandbox": "bwrap"}})))
+    planted = await call(reg, ctx, "exec", command="mkdir x && ln -s / .vscode && echo planted")
+    assert "planted" in planted.content, planted.content
+    result = await call(reg, ctx, "exec", command="echo still-works > x/out; cat x/out")
+    assert not result.is_error and "still-works" in result.content, result.content
+    made = await call(reg, ctx, "exec", command="rm .vscode; ln -s x .vscode; echo {} > x/mcp.json")
+    assert "removed mcp.json" in made.content, made.content
+    assert not (ctx.workspace / "x" / "mcp.json").exists()

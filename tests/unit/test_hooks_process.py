@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
+
+import pytest
 
 from core.hooks.process import run_hook_process
 from core.tools.sandbox import command_env
@@ -79,3 +82,39 @@ async def test_a_missing_program_is_a_failure_not_an_exception(tmp_path: Path) -
     )
     assert run.exit_code is None and run.failure is not None
     assert run.failure.startswith("cannot start")
+
+
+async def test_a_hook_s_home_is_not_the_agent_writable_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hook (even one kept outside the workspace) running git anywhere read the
+    workspace's .gitconfig as ~/.gitconfig: core.fsmonitor ran the agent's command."""
+    import shutil
+
+    from core.hooks import Facts, HookEvent, Hooks, HooksConfig, HookSource
+
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("no git")
+    real_home = tmp_path / "operator-home"
+    real_home.mkdir()
+    monkeypatch.setenv("HOME", str(real_home))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    marker = tmp_path / "PWNED"
+    (workspace / ".gitconfig").write_text(f'[core]\n\tfsmonitor = "touch {marker}; false"\n')
+    repo = tmp_path / "policies"
+    init = await asyncio.create_subprocess_exec(git, "init", "-q", str(repo))
+    assert await init.wait() == 0
+    hooks_dir = tmp_path / "operator-hooks"
+    hooks_dir.mkdir()
+    command = f"{git} -C {repo} status >/dev/null 2>&1; echo $HOME >&2; exit 0"
+    doc = {"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": command}]}}
+    (hooks_dir / "audit.json").write_text(json.dumps(doc))
+    hooks = Hooks(
+        config=HooksConfig(), workspace=workspace, sources=[HookSource(hooks_dir, "copilot")]
+    )
+    facts = Facts(session_key="slack:T1:C1", cwd=str(workspace), tool_name="exec")
+    outcome = await hooks.fire(HookEvent.PRE_TOOL_USE, facts, subject="exec")
+    assert outcome.ran == 1 and outcome.block is None, outcome
+    assert not marker.exists()

@@ -211,3 +211,43 @@ async def test_edit_missing_file(registry: ToolRegistry, ctx: ToolContext) -> No
     result = await run(registry, ctx, "edit_file", path="nope.txt", old_text="a", new_text="b")
     assert result.is_error
     assert "not found" in result.content
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("read_file", {"path": "d/secret.txt"}),
+        ("write_file", {"path": "d/secret.txt", "content": "overwritten"}),
+        ("write_file", {"path": "d/new/planted.json", "content": "{}"}),
+        ("edit_file", {"path": "d/secret.txt", "old_text": "top", "new_text": "no"}),
+    ],
+)
+async def test_a_directory_swapped_for_a_link_after_the_check_leads_nowhere(
+    registry: ToolRegistry,
+    ctx: ToolContext,
+    workspace: Path,
+    outside: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    args: dict[str, Any],
+) -> None:
+    """Another session's exec can swap ``d`` for a link between the path check and the
+    open (a race, made certain here): the tool must fail, not follow it outside."""
+    import core.tools.fs as fs
+
+    (workspace / "d").mkdir()
+    (workspace / "d" / "secret.txt").write_text("top secret")
+
+    def resolve_then_swap(root: Path, path: str) -> Path:
+        resolved = resolve_in_workspace(root, path)
+        (workspace / "d" / "secret.txt").unlink()
+        (workspace / "d").rmdir()
+        (workspace / "d").symlink_to(outside)
+        return resolved
+
+    monkeypatch.setattr(fs, "resolve_in_workspace", resolve_then_swap)
+    result = await run(registry, ctx, name, **args)
+    assert result.is_error, result.content
+    assert "top secret" not in result.content
+    assert (outside / "secret.txt").read_text() == "top secret"
+    assert listing(outside) == ["secret.txt"]
