@@ -263,6 +263,6 @@ async def build_core(
         memory_files=MemoryFileIndexer(store=store, workspace=workspace, config=memory),
         compaction=compaction,
         hooks=hook_runner,
-        mcp=McpManager(config=mcp or McpConfig(), registry=registry, workspace=workspace),
+        mcp=McpManager(config=mcp or McpConfig(), registry=registry, cwd=home or workspace.parent),
         tasks=task_registry,
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 from .names import Dialect, HookEvent
 
-__all__ = ["CLAUDE_TOOLS", "Answer", "Facts", "from_claude_args", "parse_answer", "payload"]
+__all__ = ["CLAUDE_TOOLS", "COPILOT_TOOLS", "Answer", "Facts", "from_claude_args", "parse_answer", "payload"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +104,12 @@ hook script checks ``tool_name == "Bash"`` and reads ``tool_input.file_path``, s
 names it would let every call through. Other arguments keep their names."""
 
 
+COPILOT_TOOLS = {"exec": "bash"}
+"""Our tools as Copilot CLI names them where a policy script is likely to check the name
+(GitHub's example hook tests ``toolName == "bash"``); arguments keep their names
+(``command`` is Copilot's too)."""
+
+
 def _to_claude(tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     name, keys = CLAUDE_TOOLS.get(tool, (tool, {}))
     out = {keys.get(k, k): v for k, v in args.items()}
@@ -154,6 +160,8 @@ def payload(facts: Facts, *, event: HookEvent, event_name: str, dialect: Dialect
         value = getattr(facts, field_name)
         if value is not None:
             doc[key] = value
+    if dialect == "copilot" and facts.tool_name is not None:
+        doc["toolName"] = COPILOT_TOOLS.get(facts.tool_name, facts.tool_name)
     if dialect == "claude" and facts.tool_name is not None:
         doc["tool_name"], doc["tool_input"] = _to_claude(facts.tool_name, facts.tool_args or {})
     if event in (HookEvent.SUBAGENT_START, HookEvent.SUBAGENT_STOP) and dialect == "claude":

@@ -26,7 +26,7 @@ class McpServerConfig(BaseModel):
         env: variables handed to it (masked when config is shown), beside a minimal
             base (``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``):
             nothing else of the daemon's environment (its API keys) reaches the server.
-        cwd: its working directory (default: the workspace).
+        cwd: its working directory (default: ``$FAMILIAR_HOME``, never the workspace).
         url: the endpoint of an HTTP server.
         headers: HTTP headers sent with every request (``Authorization`` ...; masked
             when config is shown).

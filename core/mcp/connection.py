@@ -62,7 +62,8 @@ class McpConnection:
     Args:
         name: the server's name (``mcp__<name>__<tool>``).
         config: its definition.
-        workspace: the default working directory of a stdio server.
+        cwd: the working directory of a stdio server that names none (not the
+            workspace: the agent writes there, and ``npx``/``uv run`` run what they find).
         connect_timeout: seconds to start and list the tools.
         backoff: seconds before the first restart; doubles up to ``max_backoff``.
         max_backoff: the longest wait between restarts.
@@ -74,7 +75,7 @@ class McpConnection:
         *,
         name: str,
         config: McpServerConfig,
-        workspace: Path,
+        cwd: Path,
         connect_timeout: float = 30.0,
         backoff: float = 0.5,
         max_backoff: float = 60.0,
@@ -82,7 +83,7 @@ class McpConnection:
     ) -> None:
         self.name = name
         self.config = config
-        self._workspace = workspace
+        self._cwd = cwd
         self._connect_timeout = connect_timeout
         self._backoff = backoff
         self._max_backoff = max_backoff
@@ -248,7 +249,7 @@ class McpConnection:
                 command=cfg.command or "",
                 args=cfg.args,
                 env=cfg.env_values(),
-                cwd=cfg.cwd or self._workspace,
+                cwd=cfg.cwd or self._cwd,
             )
             return stdio_client(params)
         headers = cfg.header_values()

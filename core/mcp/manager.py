@@ -43,17 +43,18 @@ class McpManager:
     Args:
         config: the ``[mcp]`` section, its ``servers`` already merged with imported ones.
         registry: where the servers' tools are registered (and unregistered).
-        workspace: a stdio server's working directory unless it names one.
+        cwd: a stdio server's working directory unless it names one (``$FAMILIAR_HOME``
+            in the gateway; never the workspace, which the agent writes).
     """
 
-    def __init__(self, *, config: McpConfig, registry: ToolRegistry, workspace: Path) -> None:
+    def __init__(self, *, config: McpConfig, registry: ToolRegistry, cwd: Path) -> None:
         self.config = config
         self._registry = registry
         self.connections: dict[str, McpConnection] = {
             name: McpConnection(
                 name=name,
                 config=server,
-                workspace=workspace,
+                cwd=cwd,
                 connect_timeout=config.connect_timeout,
                 backoff=config.restart_backoff,
                 max_backoff=config.max_restart_backoff,

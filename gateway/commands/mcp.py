@@ -55,12 +55,12 @@ async def _from_daemon(home: Path) -> list[dict[str, Any]] | None:
     return [s for s in servers if isinstance(s, dict)] if isinstance(servers, list) else None
 
 
-async def _probe(mcp: McpConfig, workspace: Path) -> list[dict[str, Any]]:
+async def _probe(mcp: McpConfig, home: Path) -> list[dict[str, Any]]:
     # Imported here, not at the top: the MCP SDK adds most of a second to every command.
     from core.mcp.manager import McpManager
     from core.tools.registry import ToolRegistry
 
-    manager = McpManager(config=mcp, registry=ToolRegistry(), workspace=workspace)
+    manager = McpManager(config=mcp, registry=ToolRegistry(), cwd=home)
     manager.start()
     try:
         await manager.wait_settled(mcp.connect_timeout)
@@ -77,12 +77,12 @@ def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
     started here once to list its tools.
     """
     home_dir = resolve_home(home)
-    config, mcp, problems = _config(home_dir)
+    _, mcp, problems = _config(home_dir)
     servers = asyncio.run(_from_daemon(home_dir))
     where = "gateway"
     if servers is None:
         where = "probed here (no gateway running)"
-        servers = asyncio.run(_probe(mcp, workspace_dir(home_dir, config)))
+        servers = asyncio.run(_probe(mcp, home_dir))
     if as_json:
         print_json({"servers": servers, "from": where, "problems": problems})
         return

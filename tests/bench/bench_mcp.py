@@ -49,7 +49,7 @@ async def _measure(
 ) -> Result:
     registry = ToolRegistry()
     manager = McpManager(
-        config=McpConfig(servers={"bench": server}), registry=registry, workspace=workspace
+        config=McpConfig(servers={"bench": server}), registry=registry, cwd=workspace
     )
     manager.start()
     try:

@@ -18,9 +18,8 @@ MODULE = "tests.fakes.mcp_tools_server"
 def stdio_server(**overrides: Any) -> McpServerConfig:
     """A stdio definition of the fake server (``env`` overrides are added to PYTHONPATH)."""
     env = {"PYTHONPATH": str(ROOT), **overrides.pop("env", {})}
-    return McpServerConfig(
-        command=sys.executable, args=["-m", MODULE], env=env, cwd=str(ROOT), **overrides
-    )
+    fields: dict[str, Any] = {"cwd": str(ROOT), **overrides}
+    return McpServerConfig(command=sys.executable, args=["-m", MODULE], env=env, **fields)
 
 
 @contextlib.asynccontextmanager

@@ -1,7 +1,7 @@
 """A real MCP server for tests, run as a subprocess: stdio by default, or streamable HTTP.
 
 Tools: ``echo(text)``, ``add(a, b)``, ``env(name)`` (a variable of its environment), ``pid()``,
-``fail(reason)`` (an ``is_error`` result), ``crash()`` (the process exits mid-call) and
+``cwd()``, ``fail(reason)`` (an ``is_error`` result), ``crash()`` (the process exits mid-call) and
 ``hang()`` (never answers). ``--http`` serves ``/mcp`` (``--sse``: legacy SSE at ``/sse``)
 on 127.0.0.1 at a free port and prints ``PORT <n>`` on stdout once it listens.
 """
@@ -37,6 +37,12 @@ def add(a: int, b: int) -> int:
 def env(name: str) -> str:
     """The value of an environment variable of this server, or "(unset)"."""
     return os.environ.get(name, "(unset)")
+
+
+@server.tool()
+def cwd() -> str:
+    """The working directory of this server."""
+    return os.getcwd()
 
 
 @server.tool()

@@ -40,8 +40,8 @@ async def test_every_event_fires_with_the_copilot_payload(
     assert start["agentDepth"] == 0 and start["prompt"] == "run it"
     assert calls[1]["payload"]["prompt"] == "run it" and "source" not in calls[1]["payload"]
     pre, post, stop = (calls[i]["payload"] for i in (2, 3, 4))
-    assert pre["toolName"] == "exec" and pre["toolArgs"] == {"command": "echo hello-from-exec"}
-    assert post["toolName"] == "exec"
+    assert pre["toolName"] == "bash" and pre["toolArgs"] == {"command": "echo hello-from-exec"}
+    assert post["toolName"] == "bash"
     assert post["toolResult"]["resultType"] == "success"
     assert "hello-from-exec" in post["toolResult"]["textResultForLlm"]
     assert stop["stopReason"] == "answered" and stop["stop_hook_active"] is False
@@ -256,7 +256,7 @@ async def test_a_crashing_post_tool_use_leaves_the_result_alone(tmp_path: Path) 
         events = await rig.app.events.list("cli:t")
     (result,) = tool_results(rig.fake.requests[-1])
     assert "still-ran" in result and not result.startswith("error")
-    assert "[hook] CTX-exec" in result  # another postToolUse hook's additionalContext
+    assert "[hook] CTX-bash" in result  # another postToolUse hook's additionalContext
     (error,) = [e.data for e in events if isinstance(e.data, HookError)]
     assert error.hook == "postToolUse" and "boom" in error.error
     assert not [e for e in events if e.type == EventType.HOOK_BLOCKED]

@@ -36,7 +36,7 @@ async def manager(
 ) -> AsyncIterator[tuple[McpManager, ToolRegistry]]:
     registry = ToolRegistry(policy=ToolPolicy(config=policy) if policy else None)
     config = McpConfig(servers=servers, restart_backoff=0.1)
-    mgr = McpManager(config=config, registry=registry, workspace=tmp_path)
+    mgr = McpManager(config=config, registry=registry, cwd=tmp_path)
     mgr.start()
     try:
         await mgr.wait_settled(60)
@@ -90,6 +90,31 @@ async def test_stdio_server_gets_only_declared_env_never_the_daemons_secrets(
             result = await call(registry, tmp_path, "mcp__fake__env", name=name)
             assert result.content == expected, name
         assert (await call(registry, tmp_path, "mcp__fake__env", name="PATH")).content != "(unset)"
+
+
+async def test_a_stdio_server_starts_in_the_home_not_the_agents_workspace(tmp_path: Path) -> None:
+    home, workspace = tmp_path / "home", tmp_path / "home" / "workspace"
+    workspace.mkdir(parents=True)
+    async with FakeOpenAI() as fake:
+        fake.script(ToolCalls((("mcp__fake__cwd", {}),)), "done")
+        provider = OpenAIProvider(
+            config=ProviderConfig(kind="openai", base_url=fake.base_url, model="fake")
+        )
+        async with running_core(
+            store_url=f"sqlite+aiosqlite:///{tmp_path / 'f.db'}",
+            workspace=workspace,
+            provider=provider,
+            home=home,
+            mcp=McpConfig(servers={"fake": stdio_server(cwd=None)}),
+        ) as (app, replies):
+            await app.mcp.wait_settled(60)
+            m = inbound("cli:t", "where are you")
+            await app.bus.publish_inbound(m)
+            await replies.wait([m.id])
+        await provider.aclose()
+    tool_message = fake.requests[-1]["messages"][-1]
+    assert tool_message["role"] == "tool"
+    assert tool_message["content"] == str(home.resolve())
 
 
 async def test_a_server_that_crashes_mid_call_errors_cleanly_and_is_restarted(
@@ -258,7 +283,7 @@ async def test_stopping_does_not_wait_for_a_server_that_never_answers(tmp_path: 
     mgr = McpManager(
         config=McpConfig(servers={"silent": silent}, connect_timeout=600),
         registry=registry,
-        workspace=tmp_path,
+        cwd=tmp_path,
     )
     mgr.start()
     await eventually(lambda: mgr.connections["silent"].state == "starting", what="starting")
