@@ -16,7 +16,15 @@ from typing import Any
 
 from .names import Dialect, HookEvent
 
-__all__ = ["CLAUDE_TOOLS", "COPILOT_TOOLS", "Answer", "Facts", "from_claude_args", "parse_answer", "payload"]
+__all__ = [
+    "CLAUDE_TOOLS",
+    "COPILOT_TOOLS",
+    "Answer",
+    "Facts",
+    "from_claude_args",
+    "parse_answer",
+    "payload",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
