@@ -20,6 +20,7 @@ from core.bus.base import Bus
 from core.bus.ephemeral import EphemeralHub
 from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
+from core.bus.wakeups import Wakeups
 from core.events import EventLog
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
 from core.memory.semantic import SemanticRecall
@@ -67,8 +68,18 @@ class CoreApp:
     compaction: CompactionWorker
 
     async def start(self) -> None:
+        """Start everything (the one-process gateway): the agent side and the schedules."""
         await self.runtime.start()
         await self.schedules.start()
+        await self.start_agent_services()
+
+    async def start_agent(self) -> None:
+        """Start the agent side only (the ``agent`` role): claim and run turns."""
+        await self.runtime.start()
+        await self.start_agent_services()
+
+    async def start_agent_services(self) -> None:
+        """What runs beside the turns: approvals, memory indexing, compaction."""
         await self.approvals.start()
         await self.memory_files.start()
         if self.memory.semantic is not None:
@@ -102,12 +113,15 @@ async def build_core(
     extra_tools: Sequence[Tool] = (),
     memory: MemoryConfig | None = None,
     model: str | None = None,
+    wakeups: Wakeups | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime.
 
     Args:
         extra_tools: more tools for the agent (tests, plugins), beside the built-in ones.
         model: the provider's model, for its tokenizer (`core.agent.tokens.for_model`).
+        wakeups: wake-ups shared with the other processes of this gateway (roles):
+            the bus, the ephemeral hub and the schedules wake and are woken by them.
     """
     await asyncio.to_thread(scaffold_workspace, workspace)
     if store is None:
@@ -192,6 +206,10 @@ async def build_core(
         commands=commands,
         sessions=sessions,
     )
+    if wakeups is not None:
+        bus.connect(wakeups)
+        turn_services.hub.connect(wakeups)
+        schedules.on_change = lambda: wakeups.announce(("schedules", ""))
     return CoreApp(
         store=store,
         bus=bus,

@@ -69,8 +69,10 @@ class _RecordingOutbox:
         self._failures = failures
         self._due: dict[str, DueReply] = {}
 
-    async def due_outbound(self, channel: str, *, limit: int) -> list[DueReply]:
-        due = await self._inner.due_outbound(channel, limit=limit)
+    async def due_outbound(
+        self, channel: str, *, limit: int, lease_seconds: float | None = None
+    ) -> list[DueReply]:
+        due = await self._inner.due_outbound(channel, limit=limit, lease_seconds=lease_seconds)
         for reply in due:
             self._due[reply.message.id] = reply
         while len(self._due) > _REMEMBERED:

@@ -159,8 +159,14 @@ class Inbox(Publisher, Protocol):
 class Outbox(Protocol):
     """Durable final replies awaiting delivery by their channel."""
 
-    async def due_outbound(self, channel: str, *, limit: int) -> list[DueReply]:
-        """Pending replies of ``channel`` whose next attempt is due."""
+    async def due_outbound(
+        self, channel: str, *, limit: int, lease_seconds: float | None = None
+    ) -> list[DueReply]:
+        """Pending replies of ``channel`` whose next attempt is due.
+
+        With ``lease_seconds``, the replies returned are taken for that long: no other
+        caller (in any process) gets them until the lease ends or they are marked.
+        """
         ...
 
     async def mark_delivered(self, outbound_id: str) -> bool:

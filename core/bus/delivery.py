@@ -20,7 +20,12 @@ Send = Callable[[OutboundMessage], Awaitable[None]]
 
 
 class DeliveryWorker:
-    """One per channel: waits for due replies, sends them, marks each delivered once."""
+    """One per channel: waits for due replies, sends them, marks each delivered once.
+
+    Replies are leased for ``lease_seconds`` while being sent, so two processes
+    delivering the same channel (a restart overlapping, two hosts) never send one reply
+    at the same time; a sender killed mid-send leaves it due again when the lease ends.
+    """
 
     def __init__(
         self,
@@ -32,6 +37,7 @@ class DeliveryWorker:
         base_backoff: float = 1.0,
         max_backoff: float = 300.0,
         poll_interval: float = 1.0,
+        lease_seconds: float = 120.0,
     ) -> None:
         self._bus = bus
         self._channel = channel
@@ -40,6 +46,7 @@ class DeliveryWorker:
         self._base = base_backoff
         self._cap = max_backoff
         self._poll = poll_interval
+        self._lease = lease_seconds
         self._worker = BackgroundTask(f"delivery-{channel}")
 
     def start(self) -> None:
@@ -51,7 +58,9 @@ class DeliveryWorker:
     async def _loop(self) -> None:
         while True:
             try:
-                due = await self._bus.due_outbound(self._channel, limit=100)
+                due = await self._bus.due_outbound(
+                    self._channel, limit=100, lease_seconds=self._lease
+                )
             except Exception:
                 log.exception("reading due replies failed channel=%s", self._channel)
                 due = []

@@ -1,0 +1,207 @@
+"""`Wakeups` on one host: a Unix datagram socket per process in a shared directory.
+
+Each process binds ``<dir>/<pid>.sock``; a wake-up is a datagram sent to every other
+socket there. Notes announced during one event-loop iteration are coalesced into one
+datagram per peer (a burst of a thousand publishes costs a few sends, not thousands),
+and repeated notes (``inbound``) are sent once. Nothing blocks: a peer whose queue is
+full misses the note and falls back to its poll; a socket nobody listens on any more
+(a killed process) is removed by the first sender that finds it dead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from core.bus.wakeups import Handler
+
+__all__ = ["SocketWakeups"]
+
+log = logging.getLogger(__name__)
+
+_RESCAN_SECONDS = 1.0
+"""How old the list of peers may get before a send lists the directory again."""
+_MAX_DATAGRAM = 48 * 1024
+_ORDERED = frozenset({"eph", "sub", "unsub"})
+"""Topics whose every note counts (the others are level-triggered and deduplicated)."""
+
+
+class SocketWakeups:
+    """Wake-ups over Unix datagram sockets in ``directory`` (one host).
+
+    Args:
+        directory: shared by every process of one home (``<home>/run/wake``).
+        name: this process's socket name (default ``<pid>.sock``).
+    """
+
+    def __init__(self, directory: Path, *, name: str | None = None) -> None:
+        self.directory = directory
+        self.path = directory / (name or f"{os.getpid()}.sock")
+        self._sock: socket.socket | None = None
+        self._handlers: defaultdict[str, list[Handler]] = defaultdict(list)
+        self._peers: list[str] = []
+        self._scanned = 0.0
+        self._pending: dict[str, list[str]] = {}
+        self._flush_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.sent = 0
+        """Datagrams sent (for benchmarks)."""
+        self.dropped = 0
+        """Datagrams a full or vanished peer did not take."""
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind this process's socket and say hello (peers list the directory again)."""
+        await asyncio.to_thread(self._bind)
+        self._loop = asyncio.get_running_loop()
+        assert self._sock is not None
+        self._loop.add_reader(self._sock.fileno(), self._receive)
+        self.on("hello", lambda _data, _sender: self._rescan())
+        self.announce(("hello", ""))
+
+    def _bind(self) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()  # a previous process with our pid: it is gone
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        sock.bind(str(self.path))
+        os.chmod(self.path, 0o600)
+        self._sock = sock
+
+    async def stop(self) -> None:
+        self._flush()
+        sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        if self._loop is not None:
+            self._loop.remove_reader(sock.fileno())
+        sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    # -- Wakeups -------------------------------------------------------------------------
+
+    def on(self, topic: str, handler: Handler) -> None:
+        self._handlers[topic].append(handler)
+
+    def announce(self, *notes: tuple[str, str]) -> None:
+        if self._sock is None:
+            return
+        if time.monotonic() - self._scanned > _RESCAN_SECONDS:
+            self._rescan()
+        for peer in self._peers:
+            self._queue(peer, notes)
+
+    def send_to(self, peer: str, *notes: tuple[str, str]) -> bool:
+        if self._sock is None or (peer not in self._peers and not os.path.exists(peer)):
+            return False
+        self._queue(peer, notes)
+        return True
+
+    # -- sending -------------------------------------------------------------------------
+
+    def _rescan(self) -> None:
+        self._scanned = time.monotonic()
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            names = []
+        own = self.path.name
+        self._peers = [str(self.directory / n) for n in names if n.endswith(".sock") and n != own]
+
+    def _queue(self, peer: str, notes: tuple[tuple[str, str], ...]) -> None:
+        lines = self._pending.setdefault(peer, [])
+        for topic, data in notes:
+            line = f"{topic}\t{data}"
+            if topic in _ORDERED or line not in lines:
+                lines.append(line)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            try:
+                asyncio.get_running_loop().call_soon(self._flush)
+            except RuntimeError:  # no loop (called from a thread): send now
+                self._flush()
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        pending, self._pending = self._pending, {}
+        sock = self._sock
+        if sock is None:
+            return
+        for peer, lines in pending.items():
+            for payload in _chunks(lines):
+                if not self._send(sock, peer, payload):
+                    break
+
+    def _send(self, sock: socket.socket, peer: str, payload: bytes) -> bool:
+        try:
+            sock.sendto(payload, peer)
+        except BlockingIOError:
+            self.dropped += 1
+            return True
+        except (ConnectionRefusedError, FileNotFoundError):
+            self.dropped += 1
+            self._forget(peer, stale=True)
+            return False
+        except OSError as exc:
+            self.dropped += 1
+            log.debug("wake-up to %s failed: %s", peer, exc)
+            return False
+        self.sent += 1
+        return True
+
+    def _forget(self, peer: str, *, stale: bool) -> None:
+        with contextlib.suppress(ValueError):
+            self._peers.remove(peer)
+        if stale:  # nobody reads it: a killed process's socket
+            with contextlib.suppress(OSError):
+                os.unlink(peer)
+
+    # -- receiving -----------------------------------------------------------------------
+
+    def _receive(self) -> None:
+        sock = self._sock
+        while sock is not None:
+            try:
+                payload, sender = sock.recvfrom(1 << 17)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.debug("wake-up receive failed: %s", exc)
+                return
+            peer = sender if isinstance(sender, str) else ""
+            for line in payload.decode(errors="replace").split("\n"):
+                topic, _, data = line.partition("\t")
+                for handler in self._handlers.get(topic, ()):
+                    try:
+                        handler(data, peer)
+                    except Exception:
+                        log.exception("wake-up handler failed topic=%s", topic)
+
+
+def _chunks(lines: list[str]) -> list[bytes]:
+    """The lines joined into datagrams of at most `_MAX_DATAGRAM` bytes (a longer line
+    goes alone: the kernel refuses it if it is too long, and the poll covers it)."""
+    chunks: list[bytes] = []
+    current: list[bytes] = []
+    size = 0
+    for line in lines:
+        data = line.encode()
+        if current and size + len(data) + 1 > _MAX_DATAGRAM:
+            chunks.append(b"\n".join(current))
+            current, size = [], 0
+        current.append(data)
+        size += len(data) + 1
+    if current:
+        chunks.append(b"\n".join(current))
+    return chunks

@@ -1,0 +1,31 @@
+"""leases: named leases held by one process at a time (the scheduler leader)
+
+Revision ID: 0007_leases
+Revises: 0006
+Create Date: 2026-11-23 02:00:00.000000
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0007_leases"
+down_revision: str | None = "0006"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "leases",
+        sa.Column("name", sa.String(length=64), nullable=False),
+        sa.Column("owner", sa.String(length=128), nullable=False),
+        sa.Column("until", sa.Float(), nullable=False),
+        sa.Column("acquired_at", sa.Float(), nullable=False),
+        sa.PrimaryKeyConstraint("name"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("leases")
