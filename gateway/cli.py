@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from enum import StrEnum
+from typing import Annotated, Any
 
 import typer
 
@@ -84,13 +85,29 @@ def init(home: HomeOption = None) -> None:
         typer.echo(line)
 
 
-def gateway(home: HomeOption = None) -> None:
+class GatewayRole(StrEnum):
+    agent = "agent"
+    channels = "channels"
+    scheduler = "scheduler"
+
+
+def gateway(
+    home: HomeOption = None,
+    role: Annotated[
+        GatewayRole | None,
+        typer.Option(
+            help="Run only this role in the foreground (a unit per role, another host); "
+            "default: the supervisor of every role, or one process with "
+            'gateway.processes = "single".'
+        ),
+    ] = None,
+) -> None:
     """Run the gateway in the foreground (what systemd runs)."""
     # Imported here, not at the top: the daemon's imports (store, scheduler, metrics)
     # would add most of a second to every other command's start.
     from gateway.daemon import run_gateway
 
-    raise typer.Exit(run_gateway(resolve_home(home)))
+    raise typer.Exit(run_gateway(resolve_home(home), role=role.value if role else None))
 
 
 app.add_typer(config_app, name="config")

@@ -25,6 +25,7 @@ __all__ = [
     "MessageLookup",
     "MessageState",
     "MessageStatus",
+    "OutboundPublisher",
     "Outbox",
     "Published",
     "Publisher",
@@ -182,6 +183,14 @@ class Outbox(Protocol):
         ...
 
 
+class OutboundPublisher(Protocol):
+    """Queueing a reply for another channel's delivery (a process that does not run it)."""
+
+    async def publish_outbound(self, message: OutboundMessage) -> bool:
+        """Store ``message`` for delivery by its channel; False if its id was stored already."""
+        ...
+
+
 class MessageLookup(Protocol):
     """Read-only questions about inbound messages (the only way to ask them)."""
 
@@ -231,5 +240,5 @@ class ChannelBus(Publisher, MessageLookup, ReplyWaiter, Protocol):
     """What a channel may do with the bus: publish, look up, wait for replies."""
 
 
-class Bus(Inbox, Outbox, MessageLookup, ReplyWaiter, Protocol):
+class Bus(Inbox, Outbox, OutboundPublisher, MessageLookup, ReplyWaiter, Protocol):
     """Every bus role at once: what the composition root builds and hands out narrowly."""

@@ -424,9 +424,19 @@ class SqlBus(SqlLookups):
             .values(next_attempt_at=now + lease_seconds)
             .returning(_outbound.c.payload, _outbound.c.attempts, _outbound.c.created_at)
         )
-        rows = await self._store.transact(lambda conn: conn.execute(statement, {"now": now}).all())
-        rows.sort(key=lambda r: r[2])
+        taken = await self._store.transact(lambda conn: conn.execute(statement, {"now": now}).all())
+        rows = sorted(taken, key=lambda r: float(r[2]))
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a, _ in rows]
+
+    async def publish_outbound(self, message: OutboundMessage) -> bool:
+        row = reply_row(message, self._clock())
+        dialect = self._store.dialect
+        stored = await self._store.transact(
+            lambda conn: conn.execute(insert_ignore(dialect, _outbound), row).rowcount
+        )
+        self._outbound_signals.set(message.delivery.channel)
+        self._announce(("outbound", message.delivery.channel))
+        return bool(stored == 1)
 
     async def mark_delivered(self, outbound_id: str) -> bool:
         now = self._clock()

@@ -1,9 +1,11 @@
-"""`Wakeups` on one host: a Unix datagram socket per process in a shared directory.
+"""`Wakeups` on one host: a Unix datagram socket per process, listed in a directory.
 
-Each process binds ``<dir>/<pid>.sock``; a wake-up is a datagram sent to every other
-socket there. Notes announced during one event-loop iteration are coalesced into one
-datagram per peer (a burst of a thousand publishes costs a few sends, not thousands),
-and repeated notes (``inbound``) are sent once. Nothing blocks: a peer whose queue is
+Each process binds an abstract Unix datagram socket (no path length limit, nothing
+left on disk by a killed process) and drops a marker file of the same name in the
+shared directory; a wake-up is a datagram sent to every other marker's socket. Notes
+announced during one event-loop iteration are coalesced into one datagram per peer (a
+burst of a thousand publishes costs a few sends, not thousands), and repeated notes
+(``inbound``) are sent once. Nothing blocks: a peer whose queue is
 full misses the note and falls back to its poll; a socket nobody listens on any more
 (a killed process) is removed by the first sender that finds it dead.
 """
@@ -12,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import socket
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 
@@ -25,8 +29,9 @@ __all__ = ["SocketWakeups"]
 
 log = logging.getLogger(__name__)
 
-_RESCAN_SECONDS = 1.0
-"""How old the list of peers may get before a send lists the directory again."""
+_RESCAN_SECONDS = 5.0
+"""How old the list of peers may get before a send lists the directory again (it is
+listed again at once when the directory's mtime moves)."""
 _MAX_DATAGRAM = 48 * 1024
 _ORDERED = frozenset({"eph", "sub", "unsub"})
 """Topics whose every note counts (the others are level-triggered and deduplicated)."""
@@ -37,16 +42,20 @@ class SocketWakeups:
 
     Args:
         directory: shared by every process of one home (``<home>/run/wake``).
-        name: this process's socket name (default ``<pid>.sock``).
+        name: this process's marker name (default ``<pid>-<nonce>``).
     """
 
     def __init__(self, directory: Path, *, name: str | None = None) -> None:
         self.directory = directory
-        self.path = directory / (name or f"{os.getpid()}.sock")
+        self.name = name or f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.path = directory / self.name
+        digest = hashlib.sha256(str(directory.absolute()).encode()).hexdigest()[:16]
+        self._prefix = f"\0familiar-wake/{digest}/"
         self._sock: socket.socket | None = None
         self._handlers: defaultdict[str, list[Handler]] = defaultdict(list)
         self._peers: list[str] = []
-        self._scanned = 0.0
+        self._scanned = 0
+        self._listed = 0.0
         self._pending: dict[str, list[str]] = {}
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -68,15 +77,17 @@ class SocketWakeups:
 
     def _bind(self) -> None:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()  # a previous process with our pid: it is gone
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         sock.setblocking(False)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        sock.bind(str(self.path))
-        os.chmod(self.path, 0o600)
+        sock.bind(self._address(self.name))
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.close(fd)
         self._sock = sock
+
+    def _address(self, name: str) -> str:
+        return self._prefix + name
 
     async def stop(self) -> None:
         self._flush()
@@ -97,27 +108,37 @@ class SocketWakeups:
     def announce(self, *notes: tuple[str, str]) -> None:
         if self._sock is None:
             return
-        if time.monotonic() - self._scanned > _RESCAN_SECONDS:
-            self._rescan()
+        self._rescan_if_changed()
         for peer in self._peers:
             self._queue(peer, notes)
 
     def send_to(self, peer: str, *notes: tuple[str, str]) -> bool:
-        if self._sock is None or (peer not in self._peers and not os.path.exists(peer)):
+        if self._sock is None or (
+            peer not in self._peers and not os.path.exists(self.directory / peer)
+        ):
             return False
         self._queue(peer, notes)
         return True
 
     # -- sending -------------------------------------------------------------------------
 
+    def _rescan_if_changed(self) -> None:
+        """List the directory again when a marker came or went (its mtime moved)."""
+        try:
+            mtime = os.stat(self.directory).st_mtime_ns
+        except OSError:
+            return
+        if mtime != self._scanned or time.monotonic() - self._listed > _RESCAN_SECONDS:
+            self._scanned = mtime
+            self._rescan()
+
     def _rescan(self) -> None:
-        self._scanned = time.monotonic()
+        self._listed = time.monotonic()
         try:
             names = os.listdir(self.directory)
         except OSError:
             names = []
-        own = self.path.name
-        self._peers = [str(self.directory / n) for n in names if n.endswith(".sock") and n != own]
+        self._peers = [n for n in names if n != self.name and not n.startswith(".")]
 
     def _queue(self, peer: str, notes: tuple[tuple[str, str], ...]) -> None:
         lines = self._pending.setdefault(peer, [])
@@ -145,7 +166,7 @@ class SocketWakeups:
 
     def _send(self, sock: socket.socket, peer: str, payload: bytes) -> bool:
         try:
-            sock.sendto(payload, peer)
+            sock.sendto(payload, self._address(peer))
         except BlockingIOError:
             self.dropped += 1
             return True
@@ -163,9 +184,9 @@ class SocketWakeups:
     def _forget(self, peer: str, *, stale: bool) -> None:
         with contextlib.suppress(ValueError):
             self._peers.remove(peer)
-        if stale:  # nobody reads it: a killed process's socket
+        if stale:  # nobody reads it: a killed process's marker
             with contextlib.suppress(OSError):
-                os.unlink(peer)
+                os.unlink(self.directory / peer)
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -179,7 +200,8 @@ class SocketWakeups:
             except OSError as exc:
                 log.debug("wake-up receive failed: %s", exc)
                 return
-            peer = sender if isinstance(sender, str) else ""
+            address = sender.decode(errors="replace") if isinstance(sender, bytes) else sender
+            peer = address.removeprefix(self._prefix) if isinstance(address, str) else ""
             for line in payload.decode(errors="replace").split("\n"):
                 topic, _, data = line.partition("\t")
                 for handler in self._handlers.get(topic, ()):
