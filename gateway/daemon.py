@@ -22,6 +22,7 @@ from core.app import CoreApp, build_core
 from core.bus.delivery import DeliveryWorker
 from core.bus.owner import make_owner, owner_is_dead
 from core.bus.wake_socket import SocketWakeups
+from core.bus.wakeups import WakeupService
 from core.errors import ConfigError, FamiliarError
 from core.messages import OutboundMessage
 from core.providers.base import Provider
@@ -236,7 +237,7 @@ class _Gateway:
         self.listening: set[str] = set()
         """The listeners that accept connections: ``http``, ``control``."""
         self.heartbeat: HeartbeatService | None = None
-        self.wakeups: SocketWakeups | None = None
+        self.wakeups: WakeupService | None = None
         self.leader: SchedulerLeader | None = None
         self.runtime_started = False
         self.stopping = False
@@ -312,7 +313,7 @@ class _Gateway:
         await self.store.open()
         self.watch = StoreWatch(health=self.store.health, on_fatal=lambda _: self.lost.set())
         self.watch.start()
-        self.wakeups = SocketWakeups(self.home / RUN_DIR / WAKE_DIR)
+        self.wakeups = _wakeups(self.store, self.home / RUN_DIR / WAKE_DIR, self.store_url)
         await self.wakeups.start()
         choice = None
         if self.roles & {"agent", "channels"}:
@@ -623,6 +624,15 @@ def _version() -> str:
         return importlib.metadata.version("familiar")
     except importlib.metadata.PackageNotFoundError:
         return "0+unknown"
+
+
+def _wakeups(store: Store, directory: Path, url: str) -> WakeupService:
+    """Unix datagram sockets on SQLite (one host); LISTEN/NOTIFY on PostgreSQL (any)."""
+    if store.is_sqlite:
+        return SocketWakeups(directory)
+    from core.bus.wake_pg import PgWakeups
+
+    return PgWakeups(url)
 
 
 def _parent_fd(env: Mapping[str, str]) -> int | None:

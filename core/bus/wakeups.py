@@ -14,7 +14,8 @@ A wake-up is a ``topic`` and a short ``data`` string:
   ephemeral relay (`core.bus.relay`).
 
 `core.bus.wake_socket.SocketWakeups` implements it on one host (a Unix datagram
-socket per process in a shared directory).
+socket per process, for SQLite), `core.bus.wake_pg.PgWakeups` across hosts
+(PostgreSQL ``LISTEN``/``NOTIFY``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["Handler", "Wakeups"]
+__all__ = ["Handler", "WakeupService", "Wakeups"]
 
 Handler = Callable[[str, str], None]
 """Called with ``(data, sender)`` for each wake-up of a topic; ``sender`` names the peer."""
@@ -41,4 +42,16 @@ class Wakeups(Protocol):
 
     def on(self, topic: str, handler: Handler) -> None:
         """Call ``handler`` for every note of ``topic`` from another process."""
+        ...
+
+
+class WakeupService(Wakeups, Protocol):
+    """A `Wakeups` implementation with its lifecycle (what the composition root holds)."""
+
+    async def start(self) -> None:
+        """Start listening (and say hello: peers learn about this process)."""
+        ...
+
+    async def stop(self) -> None:
+        """Send what is queued, stop listening."""
         ...
