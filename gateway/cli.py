@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from enum import StrEnum
 from typing import Annotated, Any
@@ -103,11 +104,19 @@ def gateway(
     ] = None,
 ) -> None:
     """Run the gateway in the foreground (what systemd runs)."""
+    if role is None:
+        # The supervisor imports none of the daemon (store, agent, aiohttp): it stays small.
+        from gateway.processes import supervise_or_none
+
+        code = supervise_or_none(resolve_home(home))
+        if code is not None:
+            raise typer.Exit(code)
     # Imported here, not at the top: the daemon's imports (store, scheduler, metrics)
     # would add most of a second to every other command's start.
-    from gateway.daemon import run_gateway
+    from gateway.daemon import Role, serve
 
-    raise typer.Exit(run_gateway(resolve_home(home), role=role.value if role else None))
+    chosen: Role | None = role.value if role is not None else None
+    raise typer.Exit(asyncio.run(serve(resolve_home(home), role=chosen)))
 
 
 app.add_typer(config_app, name="config")

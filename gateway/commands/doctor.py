@@ -160,6 +160,7 @@ async def _check_daemon(home: Path) -> list[_Check]:
         return [_Check(name, False, f"the gateway did not answer properly: {exc or 'timeout'}")]
     up = f"pid {result.get('pid')}, up {duration(result.get('uptime_s'))}"
     checks = [_Check(name, True, up)] + [_running(c) for c in result.get("channels") or []]
+    checks += [_process(p) for p in result.get("processes") or []]
     sandbox = result.get("exec_sandbox")
     if isinstance(sandbox, dict):
         # What the gateway itself found, e.g. under a systemd unit that forbids namespaces.
@@ -177,6 +178,18 @@ def _running(channel: dict[str, Any]) -> _Check:
     if channel.get("retry_in") is not None:
         reason += f" (next attempt in {channel['retry_in']}s)"
     return _Check(label, False, reason)
+
+
+def _process(process: dict[str, Any]) -> _Check:
+    """One process of the gateway (a role, or the single process) runs and is not looping."""
+    label = f"process {process.get('role')} running"
+    state = str(process.get("state"))
+    restarts = int(process.get("restarts") or 0)
+    if state == "running":
+        detail = f"pid {process.get('pid')}, {restarts} restarts"
+        return _Check(label, True, detail, warn=restarts > 0)
+    reason = state + (f": {process['error']}" if process.get("error") else "")
+    return _Check(label, False, f"{reason} ({restarts} restarts)")
 
 
 def _check_channels(config: FamiliarConfig | None, plugins: ChannelPlugins) -> list[_Check]:

@@ -62,7 +62,19 @@ def _status_table(status: dict[str, Any]) -> Table:
     channels = status.get("channels") or []
     for channel in channels:
         table.add_row(f"channel {escape(str(channel.get('name')))}", _channel_state(channel))
+    for process in status.get("processes") or []:
+        table.add_row(f"process {escape(str(process.get('role')))}", _process_state(process))
     return table
+
+
+def _process_state(process: dict[str, Any]) -> str:
+    state = str(process.get("state"))
+    color = "green" if state == "running" else "red" if state == "crash-loop" else "yellow"
+    text = f"[{color}]{escape(state)}[/] pid {process.get('pid') or '-'}"
+    text += f", {process.get('restarts', 0)} restarts"
+    if state != "running" and process.get("error"):
+        text += f": {escape(str(process['error']))}"
+    return text
 
 
 def _store_text(status: dict[str, Any]) -> str:
