@@ -100,8 +100,6 @@ class GatewayConfig(BaseModel):
             one process (the smallest footprint, for very small machines).
         agent_workers: agent processes in ``multi`` mode; ``auto`` = the number of CPU
             cores (at least 1).
-        channel_processes: ``one`` process runs every channel; ``per-channel`` runs
-            each channel that needs no HTTP route in its own process besides it.
         restart_backoff_max: the longest wait, in seconds, before restarting a child
             that keeps dying (the wait doubles from 0.5 s per quick death).
         crash_loop_restarts: a child that dies this many times in a row, each within
@@ -116,7 +114,6 @@ class GatewayConfig(BaseModel):
 
     processes: Literal["multi", "single"] = "multi"
     agent_workers: int | Literal["auto"] = "auto"
-    channel_processes: Literal["one", "per-channel"] = "one"
     restart_backoff_max: float = Field(default=30.0, ge=0.5, le=3600.0)
     crash_loop_restarts: int = Field(default=5, ge=2)
     crash_loop_window: float = Field(default=60.0, gt=0)

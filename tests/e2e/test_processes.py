@@ -136,6 +136,13 @@ class Gateway:
         assert lines[0]["type"] == "accepted", lines
         return str(lines[0]["message_id"])
 
+    async def send_streaming(self, session: str, text: str) -> list[dict[str, Any]]:
+        """Send and read every NDJSON line of the answer (deltas, then the reply)."""
+        body = {"session": session, "text": text, "stream": True, "timeout": TIMEOUT}
+        async with self._session() as http, http.post(BASE + "/v1/messages", json=body) as r:
+            assert r.status == 200, await r.text()
+            return [json.loads(line) async for line in r.content if line.strip()]
+
     async def stop(self) -> int:
         assert self.proc is not None
         if self.proc.returncode is None:
@@ -319,6 +326,11 @@ async def test_sigterm_stops_every_child_gracefully_and_exits_0(home: Path) -> N
                 ),
                 timeout=TIMEOUT,
             )
+            # Streaming crosses processes: the agent's deltas reach the control client.
+            lines = await gw.send_streaming("cli:stream", "a streamed answer, please")
+            deltas = "".join(line["text"] for line in lines if line["type"] == "delta")
+            assert deltas == "echo: a streamed answer, please"
+            assert lines[-1]["type"] == "reply" and lines[-1]["text"] == deltas
             pids = [p["pid"] for p in gw.table().values()]
             assert len(pids) == 4 and all(_alive(p) for p in pids)
             assert await gw.stop() == 0
