@@ -167,3 +167,27 @@ async def test_the_leader_stops_firing_elsewhere_and_another_takes_over(
         await second.stop()
     assert log[-1] == "B follows"
     assert await Leases(store=stores[0]).holder(LEADER_LEASE) is None
+
+
+async def test_a_reply_queued_by_another_process_is_delivered_once(
+    stores: tuple[Store, Store],
+) -> None:
+    scheduler, front = SqlBus(store=stores[0]), SqlBus(store=stores[1])
+    message = InboundMessage(
+        session_key="cli:hb", text="check-in", delivery=Delivery(channel="cli", chat_id="hb")
+    )
+    forwarded = OutboundMessage.answering(message, "something needs you")
+    assert await scheduler.publish_outbound(forwarded)
+    assert not await scheduler.publish_outbound(forwarded)  # once per id
+    sent: list[str] = []
+
+    async def send(reply: OutboundMessage) -> None:
+        sent.append(reply.text)
+
+    worker = DeliveryWorker(bus=front, channel="cli", send=send, poll_interval=0.05)
+    worker.start()
+    try:
+        await eventually(lambda: sent == ["something needs you"], timeout=30)
+    finally:
+        await worker.stop()
+    assert await front.due_outbound("cli", limit=10) == []
