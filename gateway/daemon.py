@@ -315,6 +315,10 @@ class _Gateway:
         self.watch.start()
         self.wakeups = _wakeups(self.store, self.home / RUN_DIR / WAKE_DIR, self.store_url)
         await self.wakeups.start()
+        if "channels" in self.roles:
+            self.metrics.accept_from(self.wakeups)  # /metrics is served here
+        else:
+            self.metrics.forward_to(self.wakeups)
         choice = None
         if self.roles & {"agent", "channels"}:
             choice = await choose_provider(
@@ -363,6 +367,7 @@ class _Gateway:
                 bus=self.core.bus,
                 events=self.core.events,
                 not_ready=self.readiness,
+                processes=self.process_report,
             )
         self.state = ControlState(
             home=self.home,

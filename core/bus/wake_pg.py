@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 CHANNEL = "familiar_wake"
 _MAX_PAYLOAD = 7900
 """PostgreSQL refuses NOTIFY payloads of 8000 bytes or more."""
-_ORDERED = frozenset({"eph", "sub", "unsub"})
+_ORDERED = frozenset({"eph", "metric", "sub", "unsub"})
 
 
 class PgWakeups:

@@ -33,7 +33,7 @@ _RESCAN_SECONDS = 5.0
 """How old the list of peers may get before a send lists the directory again (it is
 listed again at once when the directory's mtime moves)."""
 _MAX_DATAGRAM = 48 * 1024
-_ORDERED = frozenset({"eph", "sub", "unsub"})
+_ORDERED = frozenset({"eph", "metric", "sub", "unsub"})
 """Topics whose every note counts (the others are level-triggered and deduplicated)."""
 
 

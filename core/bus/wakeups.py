@@ -11,7 +11,8 @@ A wake-up is a ``topic`` and a short ``data`` string:
 - ``reply`` with an inbound message id: its final reply was stored;
 - ``schedules``: schedule rows changed (the scheduler re-reads them);
 - ``sub`` / ``unsub`` with a message id, ``eph`` with a JSON ephemeral: the
-  ephemeral relay (`core.bus.relay`).
+  ephemeral relay (`core.bus.ephemeral.EphemeralHub.connect`);
+- ``metric``: a measurement for the process that serves ``/metrics``.
 
 `core.bus.wake_socket.SocketWakeups` implements it on one host (a Unix datagram
 socket per process, for SQLite), `core.bus.wake_pg.PgWakeups` across hosts

@@ -136,6 +136,15 @@ async def test_three_roles_share_one_home(daemon_home: Path) -> None:
             await eventually(fired, timeout=60, what="the schedule fired and was answered")
 
             report = await front.get("/v1/status")
+            # /metrics (served by the channels role) counts the LLM calls of the agent's.
+            async with (
+                aiohttp.ClientSession() as web_client,
+                web_client.get(f"http://{report['http']}/metrics") as scraped,
+            ):
+                metrics = await scraped.text()
+            calls = fake.stats()["requests"]
+            assert f"familiar_llm_latency_seconds_count {float(calls)}" in metrics
+            assert 'familiar_process_up{role="channels"} 1.0' in metrics
             assert [p["role"] for p in report["processes"]] == ["channels"]
             assert report["busy_sessions"] == 0
             assert [c["name"] for c in report["channels"]] == ["cli"]
