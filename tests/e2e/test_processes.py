@@ -12,7 +12,9 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
@@ -73,9 +75,10 @@ def write_config(home: Path, base_url: str, *, workers: int = 2, extra: str = ""
 class Gateway:
     """One spawned supervisor (``python -m gateway.daemon --home HOME``) or role."""
 
-    def __init__(self, home: Path, *args: str) -> None:
+    def __init__(self, home: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.home = home
         self.args = args
+        self.env = {**_env(), **(env or {})}
         self.proc: asyncio.subprocess.Process | None = None
         self.log = home / f"daemon{'-'.join(args)}.log"
 
@@ -83,7 +86,7 @@ class Gateway:
         with self.log.open("ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "gateway.daemon", "--home", str(self.home), *self.args,
-                cwd=REPO, env=_env(), stdout=log, stderr=log,
+                cwd=REPO, env=self.env, stdout=log, stderr=log,
             )  # fmt: skip
 
     def logs(self) -> str:
@@ -161,8 +164,10 @@ class Gateway:
 
 
 @asynccontextmanager
-async def running(home: Path, *args: str) -> AsyncIterator[Gateway]:
-    gateway = Gateway(home, *args)
+async def running(
+    home: Path, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[Gateway]:
+    gateway = Gateway(home, *args, env=env)
     await gateway.start()
     try:
         yield gateway
@@ -463,3 +468,63 @@ async def _firings(store: Store) -> dict[int, int]:
 
 async def _fired(store: Store, schedule_id: int) -> bool:
     return schedule_id in await _firings(store)
+
+
+class NotifySocket:
+    """A stand-in for systemd's notification socket that names each sender's pid."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.sock.bind(str(path))
+        self.sock.setblocking(False)
+        self.received: list[tuple[int, str]] = []
+        self._arrived = asyncio.Event()
+        asyncio.get_running_loop().add_reader(self.sock.fileno(), self._read)
+
+    def _read(self) -> None:
+        creds = struct.Struct("3i")
+        while True:
+            try:
+                data, ancillary, _, _ = self.sock.recvmsg(4096, socket.CMSG_SPACE(creds.size))
+            except BlockingIOError:
+                return
+            pid = next(creds.unpack(d[: creds.size])[0] for _, _, d in ancillary)
+            self.received.append((pid, data.decode()))
+            self._arrived.set()
+
+    async def until(self, text: str, count: int = 1) -> str:
+        """Wait for the ``count``-th message containing ``text``; return it."""
+        async with asyncio.timeout(TIMEOUT):
+            while True:
+                found = [m for _, m in self.received if text in m]
+                if len(found) >= count:
+                    return found[count - 1]
+                self._arrived.clear()
+                await self._arrived.wait()
+
+    def close(self) -> None:
+        asyncio.get_running_loop().remove_reader(self.sock.fileno())
+        self.sock.close()
+
+
+async def test_only_the_supervisor_talks_to_systemd(home: Path) -> None:
+    notify = NotifySocket(home / "notify.sock")
+    try:
+        async with fake_openai() as url:
+            write_config(home, url)
+            env = {"NOTIFY_SOCKET": str(home / "notify.sock"), "WATCHDOG_USEC": "2000000"}
+            async with running(home, env=env) as gw:
+                ready = await notify.until("READY=1")
+                # READY=1 once every role runs (the table is written before it is sent).
+                assert gw.all_running() and len(gw.table()) == 4
+                assert "STATUS=channels running; scheduler running; agent 2/2 running" in ready
+                await notify.until("WATCHDOG=1", 2)  # pinged while every child is healthy
+                assert {pid for pid, _ in notify.received} == {gw.proc.pid}  # type: ignore[union-attr]
+                assert gw.proc is not None
+                gw.proc.send_signal(signal.SIGTERM)
+                await notify.until("STOPPING=1")
+                assert await gw.stop() == 0
+                assert {pid for pid, _ in notify.received} == {gw.proc.pid}
+    finally:
+        notify.close()
