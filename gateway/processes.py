@@ -187,9 +187,9 @@ class Supervisor:
             sd_notify("STATUS=starting the role processes")
             await self._serve()
         finally:
+            await self._shutdown()  # a second SIGTERM meanwhile changes nothing
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
-            await self._shutdown()
             await asyncio.to_thread(lock.release)
         return self.exit_code
 
