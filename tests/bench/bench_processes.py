@@ -5,7 +5,8 @@ sessions x 1 message, 1, 2 and 4 agent workers, SQLite and PostgreSQL when reach
 ``--sessions 50 --workers 1 --backends sqlite --pings 100`` is a quick run).
 
 - **throughput**: a spawned supervisor (``python -m gateway.daemon --home H``,
-  ``gateway.processes = "multi"``) with W agent workers, against the fake
+  ``gateway.processes = "multi"``) with W agent workers (W = 0: the single-process
+  mode, for comparison), against the fake
   OpenAI-compatible server (a separate process, ``--latency-ms`` per call, 200 by
   default). N senders, one ``cli:`` session each, send one message each through the
   control socket (``ControlClient``, no streaming) at once; the wall time runs from
@@ -127,6 +128,24 @@ class _Gateway:
             return self.proc.wait()
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _roles(home: Path, supervisor: int) -> dict[str, int]:
+    """Role name -> pid (the single process is ``single``)."""
+    try:
+        body = json.loads((home / "run" / "processes.json").read_text())
+    except (OSError, ValueError):
+        return {"single": supervisor}
+    return {p["role"]: p["pid"] for p in body["processes"] if p.get("pid")}
+
+
 def _rss_mib(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -173,17 +192,21 @@ async def throughput(
 ) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="fam-bp-", dir="/tmp"))
     try:
-        _write_config(home, base_url, processes="multi", workers=workers, store=store)
+        mode = "single" if workers == 0 else "multi"
+        _write_config(home, base_url, processes=mode, workers=max(workers, 1), store=store)
         gateway = _Gateway(home)
         try:
-            ready = await gateway.wait_ready(multi=True)
+            ready = await gateway.wait_ready(multi=mode == "multi")
             before = await _fake_requests(base_url)
+            roles = _roles(home, gateway.proc.pid)
+            cpu_before = {name: _cpu_s(pid) for name, pid in roles.items()}
             gate = asyncio.Semaphore(CONNECTING)
             t0 = time.perf_counter()
             results = await asyncio.gather(
                 *(_send(home, f"cli:bench{i}", f"hello {i}", gate) for i in range(sessions))
             )
             wall = max(r["t1"] for r in results) - t0
+            cpu = {name: _cpu_s(pid) - cpu_before[name] for name, pid in roles.items()}
             served = await _fake_requests(base_url) - before
         finally:
             code = gateway.stop()
@@ -193,7 +216,7 @@ async def throughput(
         latencies = sorted(r["t1"] - t0 for r in results)
         return {
             "backend": backend,
-            "workers": workers,
+            "workers": workers or "single",
             "sessions": sessions,
             "replies": len(results) - len(wrong),
             "llm_calls": served,
@@ -202,6 +225,7 @@ async def throughput(
             "p50_s": round(_pct(latencies, 50), 3),
             "p99_s": round(_pct(latencies, 99), 3),
             "ready_s": round(ready, 2),
+            "cpu_ms_per_msg": {n: round(c * 1000 / sessions, 2) for n, c in sorted(cpu.items())},
             "exit": code,
         }
     finally:
@@ -366,7 +390,10 @@ async def _main(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sessions", type=int, default=1000)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[0, 1, 2, 4],
+        help="agent workers per run; 0 = the single-process mode (the baseline)",
+    )  # fmt: skip
     parser.add_argument(
         "--backends", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"]
     )
