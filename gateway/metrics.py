@@ -73,14 +73,14 @@ class GatewayMetrics:
         )
         self.process_up = Gauge(
             "familiar_process_up",
-            "Processes of the gateway running, by role (agent-1, channels, ...)",
-            ["role"],
+            "Processes of the gateway running (1) or not (0), by role and name (agent-1...)",
+            ["role", "name"],
             registry=r,
         )
         self.process_restarts = Gauge(
             "familiar_process_restarts",
             "Restarts of each process of the gateway by its supervisor",
-            ["role"],
+            ["role", "name"],
             registry=r,
         )
         self._inbound_seq = 0
@@ -111,10 +111,11 @@ class GatewayMetrics:
     def set_processes(self, processes: list[dict[str, object]]) -> None:
         """The process table at scrape time (`familiar status`'s ``processes``)."""
         for process in processes:
-            role = str(process.get("role"))
-            self.process_up.labels(role=role).set(1 if process.get("state") == "running" else 0)
+            labels = {"role": str(process.get("role")), "name": str(process.get("name"))}
+            up = 1 if process.get("state") == "running" else 0
+            self.process_up.labels(**labels).set(up)
             restarts = process.get("restarts")
-            self.process_restarts.labels(role=role).set(
+            self.process_restarts.labels(**labels).set(
                 float(restarts) if isinstance(restarts, int | float) else 0.0
             )
 

@@ -37,6 +37,9 @@ class ProcessInfo:
     """One process of the gateway as ``familiar status --json`` shows it."""
 
     role: str
+    """``agent``, ``channels``, ``scheduler`` (or ``single``)."""
+    name: str
+    """Unique in the gateway: ``agent-1``, ``agent-2``, ``channels``, ``scheduler``."""
     pid: int | None
     state: ProcessState
     restarts: int = 0
@@ -50,7 +53,9 @@ class ProcessInfo:
 
 
 def own_process(role: str, started_at: float) -> ProcessInfo:
-    return ProcessInfo(role=role, pid=os.getpid(), state="running", started_at=started_at)
+    return ProcessInfo(
+        role=role, name=role, pid=os.getpid(), state="running", started_at=started_at
+    )
 
 
 def write_processes(run_dir: Path, processes: list[ProcessInfo]) -> None:

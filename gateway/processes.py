@@ -127,7 +127,8 @@ class _Child:
 
     def info(self) -> ProcessInfo:
         return ProcessInfo(
-            role=self.name,
+            role=self.role,
+            name=self.name,
             pid=self.pid,
             state=self.state,
             restarts=self.restarts,

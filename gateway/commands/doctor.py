@@ -182,7 +182,7 @@ def _running(channel: dict[str, Any]) -> _Check:
 
 def _process(process: dict[str, Any]) -> _Check:
     """One process of the gateway (a role, or the single process) runs and is not looping."""
-    label = f"process {process.get('role')} running"
+    label = f"process {process.get('name') or process.get('role')} running"
     state = str(process.get("state"))
     restarts = int(process.get("restarts") or 0)
     if state == "running":

@@ -63,7 +63,8 @@ def _status_table(status: dict[str, Any]) -> Table:
     for channel in channels:
         table.add_row(f"channel {escape(str(channel.get('name')))}", _channel_state(channel))
     for process in status.get("processes") or []:
-        table.add_row(f"process {escape(str(process.get('role')))}", _process_state(process))
+        name = process.get("name") or process.get("role")
+        table.add_row(f"process {escape(str(name))}", _process_state(process))
     return table
 
 

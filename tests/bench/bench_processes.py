@@ -143,7 +143,7 @@ def _roles(home: Path, supervisor: int) -> dict[str, int]:
         body = json.loads((home / "run" / "processes.json").read_text())
     except (OSError, ValueError):
         return {"single": supervisor}
-    return {p["role"]: p["pid"] for p in body["processes"] if p.get("pid")}
+    return {p["name"]: p["pid"] for p in body["processes"] if p.get("pid")}
 
 
 def _rss_mib(pid: int) -> float:

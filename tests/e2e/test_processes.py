@@ -102,7 +102,7 @@ class Gateway:
             body = json.loads((self.home / "run" / "processes.json").read_text())
         except (OSError, ValueError):
             return {}
-        return {p["role"]: p for p in body["processes"]}
+        return {p["name"]: p for p in body["processes"]}
 
     def all_running(self) -> bool:
         table = self.table()
@@ -313,7 +313,12 @@ async def test_kill_9_of_the_channels_process_loses_nothing_and_send_works_again
                 what="delivered after the restart",
             )  # fmt: skip
             status = await gw.get("/v1/status")
-            roles = {p["role"]: p for p in status["processes"]}
+            roles = {p["name"]: p for p in status["processes"]}
+            assert sorted(p["role"] for p in status["processes"]) == [
+                "agent",
+                "channels",
+                "scheduler",
+            ]
             assert roles["channels"]["restarts"] == 1 and roles["agent-1"]["restarts"] == 0
             assert await gw.stop() == 0
 

@@ -144,7 +144,7 @@ async def test_three_roles_share_one_home(daemon_home: Path) -> None:
                 metrics = await scraped.text()
             calls = fake.stats()["requests"]
             assert f"familiar_llm_latency_seconds_count {float(calls)}" in metrics
-            assert 'familiar_process_up{role="channels"} 1.0' in metrics
+            assert 'familiar_process_up{name="channels",role="channels"} 1.0' in metrics
             assert [p["role"] for p in report["processes"]] == ["channels"]
             assert report["busy_sessions"] == 0
             assert [c["name"] for c in report["channels"]] == ["cli"]
