@@ -158,20 +158,18 @@ async def serve(
     for reason in plugins.broken.values():
         log.warning("%s", reason)
     roles = frozenset(ROLES) if role is None else frozenset({role})
-    lock_name = {None: LOCK_FILE, "channels": CHANNELS_LOCK_FILE}.get(role)
-    lock = HomeLock(home / RUN_DIR / lock_name) if lock_name else None
+    # One gateway (supervisor or single process) per home, and one control socket owner.
+    names = [LOCK_FILE] if role is None else []
+    names += [CHANNELS_LOCK_FILE] if "channels" in roles else []
+    locks = [HomeLock(home / RUN_DIR / name) for name in names]
     try:
         await asyncio.to_thread(secure_home, home, workspace_dir(home, config))
-        if lock is not None:
+        for lock in locks:
             await asyncio.to_thread(lock.acquire, home)
-    except (GatewayLocked, OSError) as exc:
-        _fail(str(exc))
-        return 1
-    try:
         if "channels" in roles:
             await asyncio.to_thread(check_socket_path, home / RUN_DIR / SOCKET_FILE)
-    except SocketPathTaken as exc:
-        if lock is not None:
+    except (GatewayLocked, SocketPathTaken, OSError) as exc:
+        for lock in locks:
             await asyncio.to_thread(lock.release)
         _fail(str(exc))
         return 1
@@ -186,7 +184,7 @@ async def serve(
         )
         return await gateway.run(stop)
     finally:
-        if lock is not None:
+        for lock in locks:
             await asyncio.to_thread(lock.release)
 
 
