@@ -22,6 +22,7 @@ __all__ = [
     "ProcessState",
     "own_process",
     "read_processes",
+    "supervised_processes",
     "write_processes",
 ]
 
@@ -79,5 +80,24 @@ async def read_processes(run_dir: Path) -> list[dict[str, Any]] | None:
             return None
         found = body.get("processes") if isinstance(body, dict) else None
         return found if isinstance(found, list) else None
+
+    return await asyncio.to_thread(read)
+
+
+async def supervised_processes(run_dir: Path) -> tuple[int, list[dict[str, Any]]] | None:
+    """The supervisor's pid and table when a supervisor of this home still runs (what
+    ``familiar status`` shows while the channels role does not answer)."""
+
+    def read() -> tuple[int, list[dict[str, Any]]] | None:
+        try:
+            body = json.loads((run_dir / PROCESSES_FILE).read_text(encoding="utf-8"))
+            pid = int(body["supervisor"])
+            processes = body["processes"]
+            os.kill(pid, 0)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(processes, list) or all(p.get("state") == "stopped" for p in processes):
+            return None
+        return pid, processes
 
     return await asyncio.to_thread(read)

@@ -374,6 +374,21 @@ async def test_a_crash_looping_child_is_backed_off_and_reported_while_the_superv
             )
             assert gw.alive
             assert "CRASH LOOP" in gw.logs()
+            # `familiar status` says so, though nothing answers the control socket.
+            shown = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, "-m", "gateway.cli", "status", "--json", "--home", str(home)],
+                capture_output=True,
+                text=True,
+                env=_env(),
+                cwd=REPO,
+                timeout=TIMEOUT,
+            )
+            assert shown.returncode == 1, shown.stderr
+            report = json.loads(shown.stdout)
+            assert report["serving"] is False and report["supervisor"] == gw.proc.pid  # type: ignore[union-attr]
+            states = {p["name"]: p["state"] for p in report["processes"]}
+            assert states["channels"] == "crash-loop"
             waits = [float(w) for w in _restart_waits(gw.logs())]
             assert waits[:3] == [0.5, 1.0, 2.0]  # doubling, capped at restart_backoff_max
 
