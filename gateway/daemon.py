@@ -45,12 +45,18 @@ from gateway.delivery import DeliveryFailures, delivery_worker
 from gateway.home_files import SocketPathTaken, check_socket_path, secure_home
 from gateway.http_errors import body_checks
 from gateway.init import RUN_DIR, init_home
-from gateway.lock import GatewayLocked, HomeLock
+from gateway.lock import CHANNELS_LOCK_FILE, LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.masking import mask_url
 from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
 from gateway.plugins import ChannelPlugins, build_channels, discover_channels
-from gateway.process_table import SUPERVISED_ENV, own_process, read_processes
+from gateway.process_table import (
+    EX_CONFIG,
+    PARENT_FD_ENV,
+    SUPERVISED_ENV,
+    own_process,
+    read_processes,
+)
 from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
 from gateway.store_watch import StoreWatch
 from gateway.supervisor import ChannelSupervisor
@@ -74,16 +80,9 @@ __all__ = [
 # Named by the module spec so that ``python -m gateway.daemon`` logs as gateway.daemon too.
 log = logging.getLogger(__spec__.name if __spec__ is not None else __name__)
 
-EX_CONFIG = 78
-"""Exit status for bad configuration (sysexits.h EX_CONFIG)."""
-LOCK_FILE = "gateway.lock"
-CHANNELS_LOCK_FILE = "channels.lock"
-"""Held by the one channels role of a home (it owns the control socket)."""
 SOCKET_FILE = "gateway.sock"
 WAKE_DIR = "wake"
 """``<home>/run/wake``: one wake-up socket per process of the gateway."""
-PARENT_FD_ENV = "FAMILIAR_PARENT_FD"
-"""A pipe the supervisor holds open: its end (EOF) stops the child."""
 
 Role = Literal["agent", "channels", "scheduler"]
 ROLES: tuple[Role, ...] = get_args(Role)

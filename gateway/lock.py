@@ -8,7 +8,12 @@ from pathlib import Path
 
 from core.errors import FamiliarError
 
-__all__ = ["GatewayLocked", "HomeLock"]
+__all__ = ["CHANNELS_LOCK_FILE", "LOCK_FILE", "GatewayLocked", "HomeLock"]
+
+LOCK_FILE = "gateway.lock"
+"""Held by the one gateway of a home: the supervisor, or the single process."""
+CHANNELS_LOCK_FILE = "channels.lock"
+"""Held by the one channels role of a home (it owns the control socket)."""
 
 
 class GatewayLocked(FamiliarError):

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 __all__ = [
+    "EX_CONFIG",
+    "PARENT_FD_ENV",
     "PROCESSES_FILE",
     "SUPERVISED_ENV",
     "ProcessInfo",
@@ -26,6 +28,12 @@ __all__ = [
     "write_processes",
 ]
 
+EX_CONFIG = 78
+"""Exit status for bad configuration (sysexits.h EX_CONFIG): a supervisor does not
+restart a child that exits with it before it was ever ready, it exits with it too."""
+PARENT_FD_ENV = "FAMILIAR_PARENT_FD"
+"""A pipe the supervisor holds open, in each child's environment: its end (EOF) stops
+the child."""
 PROCESSES_FILE = "processes.json"
 SUPERVISED_ENV = "FAMILIAR_SUPERVISED"
 """Set (to the supervisor's pid) in the environment of every child it starts."""

@@ -42,10 +42,12 @@ from core.errors import ConfigError
 from gateway.config import CONFIG_FILE, FamiliarConfig, load_config, workspace_dir
 from gateway.home_files import secure_home
 from gateway.init import RUN_DIR, init_home
-from gateway.lock import GatewayLocked, HomeLock
+from gateway.lock import LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.plugins import discover_channels
 from gateway.process_table import (
+    EX_CONFIG,
+    PARENT_FD_ENV,
     SUPERVISED_ENV,
     ProcessInfo,
     ProcessState,
@@ -57,10 +59,6 @@ __all__ = ["CHILD_WATCHDOG_SECONDS", "Supervisor", "supervise_or_none"]
 
 log = logging.getLogger(__name__)
 
-EX_CONFIG = 78
-LOCK_FILE = "gateway.lock"
-PARENT_FD_ENV = "FAMILIAR_PARENT_FD"
-"""Same name as `gateway.daemon.PARENT_FD_ENV` (not imported: the daemon is heavy)."""
 CHILD_WATCHDOG_SECONDS = 10.0
 """The watchdog period children are given: they ping every half of it."""
 _HUNG_AFTER = 3 * CHILD_WATCHDOG_SECONDS
