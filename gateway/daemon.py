@@ -353,6 +353,9 @@ class _Gateway:
     async def _start_front(self, choice: ProviderChoice | None, channels: list[Channel]) -> None:
         """The channels role: channels and their delivery, the control API's state."""
         assert self.core is not None
+        # Replies a killed sender of this host held are sent again now, not when its
+        # lease runs out.
+        await self.core.bus.release_dead_senders()
         await self.metrics.start_tail(self.core.bus, self.core.events)
         if self.config.http.enabled:
             self.http_app = web.Application(

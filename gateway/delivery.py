@@ -8,6 +8,7 @@ log and counted for ``familiar status`` (``failed_deliveries`` per channel).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +83,12 @@ class _RecordingOutbox:
     async def mark_delivered(self, outbound_id: str) -> bool:
         self._due.pop(outbound_id, None)
         return await self._inner.mark_delivered(outbound_id)
+
+    async def release_outbound(self, outbound_ids: Sequence[str]) -> None:
+        await self._inner.release_outbound(outbound_ids)
+
+    async def release_dead_senders(self) -> int:
+        return await self._inner.release_dead_senders()
 
     async def mark_failed(self, outbound_id: str, *, error: str, retry_in: float | None) -> None:
         due = self._due.pop(outbound_id, None)

@@ -174,6 +174,15 @@ class Outbox(Protocol):
         """Record delivery; True only the first time (exactly-once marking)."""
         ...
 
+    async def release_outbound(self, outbound_ids: Sequence[str]) -> None:
+        """Give back leases this process holds and will not use (a stopping worker):
+        those replies are due again at once."""
+        ...
+
+    async def release_dead_senders(self) -> int:
+        """Make replies leased by dead processes on this host due again at once."""
+        ...
+
     async def mark_failed(self, outbound_id: str, *, error: str, retry_in: float | None) -> None:
         """Record a failed attempt; ``retry_in`` None gives up."""
         ...

@@ -48,12 +48,20 @@ class DeliveryWorker:
         self._poll = poll_interval
         self._lease = lease_seconds
         self._worker = BackgroundTask(f"delivery-{channel}")
+        self._held: set[str] = set()
+        """Reply ids leased by this worker and not yet marked (given back at stop)."""
 
     def start(self) -> None:
         self._worker.start(self._loop)
 
     async def stop(self) -> None:
         await self._worker.stop()
+        held, self._held = sorted(self._held), set()
+        if held:  # a graceful stop: what was taken but not sent is due again at once
+            try:
+                await self._bus.release_outbound(held)
+            except Exception:
+                log.exception("giving back leased replies failed channel=%s", self._channel)
 
     async def _loop(self) -> None:
         while True:
@@ -64,6 +72,7 @@ class DeliveryWorker:
             except Exception:
                 log.exception("reading due replies failed channel=%s", self._channel)
                 due = []
+            self._held.update(d.message.id for d in due)
             if due:
                 # _deliver never raises for one reply's trouble, so one bad reply (or a
                 # database hiccup while recording it) cannot end this loop.
@@ -72,6 +81,10 @@ class DeliveryWorker:
             await self._bus.wait_outbound(self._channel, self._poll)
 
     async def _deliver(self, due: DueReply) -> None:
+        await self._deliver_once(due)
+        self._held.discard(due.message.id)
+
+    async def _deliver_once(self, due: DueReply) -> None:
         message = due.message
         with log_context(session_key=message.session_key, message_id=message.inbound_id):
             try:

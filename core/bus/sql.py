@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Update, and_, bindparam, delete, func, or_, s
 
 from core.bus.base import Claim, DueReply, Published
 from core.bus.lookups import SqlLookups
-from core.bus.owner import owner_is_dead
+from core.bus.owner import make_owner, owner_is_dead
 from core.bus.signals import KeyedWaiters, Signal, SignalMap
 from core.bus.tables import DedupeRow, InboundRow, OutboundRow
 from core.bus.wakeups import Wakeups
@@ -89,7 +89,12 @@ _CLAIM = (
 _DELIVERED = (
     update(_outbound)
     .where(_outbound.c.id == bindparam("outbound_id"), _outbound.c.status == "pending")
-    .values(status="delivered", delivered_at=bindparam("now"), attempts=_outbound.c.attempts + 1)
+    .values(
+        status="delivered",
+        delivered_at=bindparam("now"),
+        attempts=_outbound.c.attempts + 1,
+        lease_owner=None,
+    )
 )
 
 _DUE_OUTBOUND = (
@@ -136,9 +141,13 @@ class SqlBus(SqlLookups):
     its own writes via :meth:`settle_in`.
     """
 
-    def __init__(self, *, store: Store, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, *, store: Store, clock: Callable[[], float] = time.time, owner: str | None = None
+    ) -> None:
         self._store = store
         self._clock = clock
+        self._owner = owner or make_owner()
+        """Who holds the delivery leases this bus takes (this process)."""
         self._inbound_signal = Signal()
         self._outbound_signals = SignalMap()
         self._reply_waiters = KeyedWaiters()
@@ -421,12 +430,50 @@ class SqlBus(SqlLookups):
                 _outbound.c.status == "pending",
                 _outbound.c.next_attempt_at <= now,
             )
-            .values(next_attempt_at=now + lease_seconds)
+            .values(next_attempt_at=now + lease_seconds, lease_owner=self._owner)
             .returning(_outbound.c.payload, _outbound.c.attempts, _outbound.c.created_at)
         )
         taken = await self._store.transact(lambda conn: conn.execute(statement, {"now": now}).all())
         rows = sorted(taken, key=lambda r: float(r[2]))
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a, _ in rows]
+
+    async def release_outbound(self, outbound_ids: Sequence[str]) -> None:
+        if not outbound_ids:
+            return
+        statement = (
+            update(_outbound)
+            .where(
+                _outbound.c.id.in_(list(outbound_ids)),
+                _outbound.c.status == "pending",
+                _outbound.c.lease_owner == self._owner,
+            )
+            .values(next_attempt_at=self._clock(), lease_owner=None)
+        )
+        await self._store.transact(lambda conn: conn.execute(statement))
+
+    async def release_dead_senders(self, *, is_dead: Callable[[str], bool] = owner_is_dead) -> int:
+        now = self._clock()
+
+        def job(conn: Connection) -> int:
+            owners = conn.execute(
+                select(_outbound.c.lease_owner)
+                .where(_outbound.c.status == "pending", _outbound.c.lease_owner.is_not(None))
+                .distinct()
+            ).all()
+            dead = [o for (o,) in owners if o and is_dead(o)]
+            if not dead:
+                return 0
+            res = conn.execute(
+                update(_outbound)
+                .where(_outbound.c.status == "pending", _outbound.c.lease_owner.in_(dead))
+                .values(next_attempt_at=now, lease_owner=None)
+            )
+            return int(res.rowcount)
+
+        count = await self._store.transact(job)
+        if count:
+            log.info("released deliveries of dead senders count=%d", count)
+        return count
 
     async def publish_outbound(self, message: OutboundMessage) -> bool:
         row = reply_row(message, self._clock())
@@ -449,6 +496,7 @@ class SqlBus(SqlLookups):
         values: dict[str, object] = {
             "attempts": _outbound.c.attempts + 1,
             "last_error": error[:2000],
+            "lease_owner": None,
         }
         if retry_in is None:
             values["status"] = "failed"

@@ -191,3 +191,38 @@ async def test_a_reply_queued_by_another_process_is_delivered_once(
     finally:
         await worker.stop()
     assert await front.due_outbound("cli", limit=10) == []
+
+
+async def test_a_dead_senders_leases_are_given_back_at_once(stores: tuple[Store, Store]) -> None:
+    clock = Clock()
+    dead = SqlBus(store=stores[0], clock=clock, owner="host/1/gone")
+    alive = SqlBus(store=stores[1], clock=clock, owner="host/2/here")
+    (mid,) = await _replies(dead, 1)
+    (taken,) = await dead.due_outbound("cli", limit=10, lease_seconds=60)
+    assert await alive.due_outbound("cli", limit=10, lease_seconds=60) == []
+    assert await alive.release_dead_senders(is_dead=lambda owner: owner == "host/2/here") == 0
+    assert await alive.release_dead_senders(is_dead=lambda owner: owner == "host/1/gone") == 1
+    (again,) = await alive.due_outbound("cli", limit=10, lease_seconds=60)
+    assert again.message.id == taken.message.id and again.message.inbound_id == mid
+
+
+async def test_a_stopping_worker_gives_back_what_it_did_not_send(
+    stores: tuple[Store, Store],
+) -> None:
+    bus = SqlBus(store=stores[0])
+    started = asyncio.Event()
+
+    async def stuck(_message: OutboundMessage) -> None:
+        started.set()
+        await asyncio.Event().wait()  # the platform never answers
+
+    ids = await _replies(bus, 3)
+    worker = DeliveryWorker(bus=bus, channel="cli", send=stuck, poll_interval=0.05)
+    worker.start()
+    async with asyncio.timeout(30):
+        await started.wait()
+    other = SqlBus(store=stores[1])
+    assert await other.due_outbound("cli", limit=10, lease_seconds=60) == []  # leased
+    await worker.stop()  # a graceful restart: due again at once, not after the lease
+    again = await other.due_outbound("cli", limit=10, lease_seconds=60)
+    assert sorted(d.message.inbound_id for d in again) == sorted(ids)

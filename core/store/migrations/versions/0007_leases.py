@@ -1,4 +1,5 @@
-"""leases: named leases held by one process at a time (the scheduler leader)
+"""leases: named leases held by one process at a time (the scheduler leader), and the
+owner of a reply's delivery lease (so a restart re-sends what a dead sender held at once)
 
 Revision ID: 0007_leases
 Revises: 0006
@@ -25,7 +26,11 @@ def upgrade() -> None:
         sa.Column("acquired_at", sa.Float(), nullable=False),
         sa.PrimaryKeyConstraint("name"),
     )
+    with op.batch_alter_table("outbound") as batch:
+        batch.add_column(sa.Column("lease_owner", sa.String(length=128), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("outbound") as batch:
+        batch.drop_column("lease_owner")
     op.drop_table("leases")
