@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_reliability
 	$(BIN)/python -m tests.bench.bench_webhook
 	$(BIN)/python -m tests.bench.bench_memory
+	$(BIN)/python -m tests.bench.bench_processes
 
 # systemd-analyze lints the unit files in tests; bubblewrap (bwrap) is the exec tool's
 # sandbox. Installing them is best effort: without them those tests skip, except under
