@@ -20,6 +20,7 @@ from core.bus.base import Bus
 from core.bus.ephemeral import EphemeralHub
 from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
+from core.bus.wakeups import Wakeups
 from core.events import EventLog
 from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
 from core.hooks.subagents import SubagentHooks
@@ -79,9 +80,20 @@ class CoreApp:
     hooks: Hooks | None = None
 
     async def start(self) -> None:
-        await self.tasks.start()
+        """Start everything (the one-process gateway): the agent side and the schedules."""
         await self.runtime.start()
         await self.schedules.start()
+        await self.start_agent_services()
+
+    async def start_agent(self) -> None:
+        """Start the agent side only (the ``agent`` role): claim and run turns."""
+        await self.runtime.start()
+        await self.start_agent_services()
+
+    async def start_agent_services(self) -> None:
+        """What runs beside the turns: subagent answers, approvals, memory indexing,
+        compaction, MCP servers."""
+        await self.tasks.start()
         await self.approvals.start()
         await self.memory_files.start()
         if self.memory.semantic is not None:
@@ -123,6 +135,7 @@ async def build_core(
     mcp: McpConfig | None = None,
     home: Path | None = None,
     agent_sources: Sequence[AgentSource] | None = None,
+    wakeups: Wakeups | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime.
 
@@ -136,6 +149,8 @@ async def build_core(
         home: FAMILIAR_HOME, whose ``agents/`` holds the user's custom agents.
         agent_sources: where custom agents are read from, instead of the default places
             (`core.tasks.catalog.home_agent_sources`).
+        wakeups: wake-ups shared with the other processes of this gateway (roles):
+            the bus, the ephemeral hub and the schedules wake and are woken by them.
     """
     await asyncio.to_thread(scaffold_workspace, workspace)
     if store is None:
@@ -246,6 +261,10 @@ async def build_core(
         task_registry.add_lifecycle(
             SubagentHooks(hooks=hook_runner, workspace=workspace, events=events)
         )
+    if wakeups is not None:
+        bus.connect(wakeups)
+        turn_services.hub.connect(wakeups)
+        schedules.on_change = lambda: wakeups.announce(("schedules", ""))
     return CoreApp(
         store=store,
         bus=bus,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from typing import Any
+from enum import StrEnum
+from typing import Annotated, Any
 
 import typer
 
@@ -86,13 +88,37 @@ def init(home: HomeOption = None) -> None:
         typer.echo(line)
 
 
-def gateway(home: HomeOption = None) -> None:
+class GatewayRole(StrEnum):
+    agent = "agent"
+    channels = "channels"
+    scheduler = "scheduler"
+
+
+def gateway(
+    home: HomeOption = None,
+    role: Annotated[
+        GatewayRole | None,
+        typer.Option(
+            help="Run only this role in the foreground (a unit per role, another host); "
+            "default: the supervisor of every role, or one process with "
+            'gateway.processes = "single".'
+        ),
+    ] = None,
+) -> None:
     """Run the gateway in the foreground (what systemd runs)."""
+    if role is None:
+        # The supervisor imports none of the daemon (store, agent, aiohttp): it stays small.
+        from gateway.processes import supervise_or_none
+
+        code = supervise_or_none(resolve_home(home))
+        if code is not None:
+            raise typer.Exit(code)
     # Imported here, not at the top: the daemon's imports (store, scheduler, metrics)
     # would add most of a second to every other command's start.
-    from gateway.daemon import run_gateway
+    from gateway.daemon import Role, serve
 
-    raise typer.Exit(run_gateway(resolve_home(home)))
+    chosen: Role | None = role.value if role is not None else None
+    raise typer.Exit(asyncio.run(serve(resolve_home(home), role=chosen)))
 
 
 app.add_typer(config_app, name="config")

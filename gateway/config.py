@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 from pydantic_core import PydanticCustomError
@@ -38,6 +38,7 @@ __all__ = [
     "CONFIG_FILE",
     "ChannelsConfig",
     "FamiliarConfig",
+    "GatewayConfig",
     "HttpConfig",
     "UninstalledChannel",
     "config_model",
@@ -91,6 +92,48 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # a host name: it may resolve to anything
+
+
+class GatewayConfig(BaseModel):
+    """How the gateway runs: one supervisor of role processes, or a single process.
+
+    Attributes:
+        processes: ``multi`` (default): ``familiar gateway`` is a supervisor of the role
+            processes (channels, agent workers, scheduler), so a crashing channel cannot
+            take the agent loop down and turns use every core; ``single``: everything in
+            one process (the smallest footprint, for very small machines).
+        agent_workers: agent processes in ``multi`` mode; ``auto`` = the number of CPU
+            cores (at least 1).
+        restart_backoff_max: the longest wait, in seconds, before restarting a child
+            that keeps dying (the wait doubles from 0.5 s per quick death).
+        crash_loop_restarts: a child that dies this many times in a row, each within
+            ``crash_loop_window`` seconds of its start, is reported ``crash-loop``.
+        crash_loop_window: see ``crash_loop_restarts``; a child that ran longer counts
+            as healthy again.
+        child_stop_timeout: seconds a child gets to stop after SIGTERM (beyond
+            ``agent.shutdown_grace``) before it is killed.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    processes: Literal["multi", "single"] = "multi"
+    agent_workers: int | Literal["auto"] = "auto"
+    restart_backoff_max: float = Field(default=30.0, ge=0.5, le=3600.0)
+    crash_loop_restarts: int = Field(default=5, ge=2)
+    crash_loop_window: float = Field(default=60.0, gt=0)
+    child_stop_timeout: float = Field(default=10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _workers(self) -> GatewayConfig:
+        if isinstance(self.agent_workers, int) and not 1 <= self.agent_workers <= 256:
+            raise ValueError("agent_workers must be auto or between 1 and 256")
+        return self
+
+    def worker_count(self) -> int:
+        """The number of agent workers (``auto`` resolved on this host)."""
+        if self.agent_workers == "auto":
+            return max(1, os.cpu_count() or 1)
+        return self.agent_workers
 
 
 class UninstalledChannel(BaseModel):
@@ -153,6 +196,7 @@ class FamiliarConfig(BaseSettings):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import fcntl
 import importlib.metadata
 import logging
 import os
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from aiohttp import web
 
@@ -21,13 +20,18 @@ from channels.base import Channel, ChannelContext, MeteredChannel
 from channels.cli import CliChannel
 from core.app import CoreApp, build_core
 from core.bus.delivery import DeliveryWorker
+from core.bus.owner import make_owner, owner_is_dead
+from core.bus.wake_socket import SocketWakeups
+from core.bus.wakeups import WakeupService
 from core.errors import ConfigError, FamiliarError
 from core.mcp import McpConfig
 from core.messages import OutboundMessage
 from core.providers.base import Provider
 from core.providers.factory import build_provider
 from core.scheduling import HeartbeatService
+from core.scheduling.leader import SchedulerLeader
 from core.store.engine import Store
+from core.store.leases import Leases
 from gateway.config import (
     CONFIG_FILE,
     FamiliarConfig,
@@ -43,6 +47,7 @@ from gateway.delivery import DeliveryFailures, delivery_worker
 from gateway.home_files import SocketPathTaken, check_socket_path, secure_home
 from gateway.http_errors import body_checks
 from gateway.init import RUN_DIR, init_home
+from gateway.lock import CHANNELS_LOCK_FILE, LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.masking import mask_url
 from gateway.mcp.endpoint import mount_mcp_endpoint
@@ -50,16 +55,28 @@ from gateway.mcp.mount import AsgiMount
 from gateway.mcp.sources import resolve_mcp
 from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
 from gateway.plugins import ChannelPlugins, build_channels, discover_channels
+from gateway.process_table import (
+    EX_CONFIG,
+    PARENT_FD_ENV,
+    SUPERVISED_ENV,
+    own_process,
+    read_processes,
+)
 from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
 from gateway.store_watch import StoreWatch
 from gateway.supervisor import ChannelSupervisor
 from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
 
 __all__ = [
+    "CHANNELS_LOCK_FILE",
     "EX_CONFIG",
     "LOCK_FILE",
+    "PARENT_FD_ENV",
+    "ROLES",
     "SOCKET_FILE",
+    "WAKE_DIR",
     "GatewayLocked",
+    "Role",
     "main",
     "run_gateway",
     "serve",
@@ -68,53 +85,33 @@ __all__ = [
 # Named by the module spec so that ``python -m gateway.daemon`` logs as gateway.daemon too.
 log = logging.getLogger(__spec__.name if __spec__ is not None else __name__)
 
-EX_CONFIG = 78
-"""Exit status for bad configuration (sysexits.h EX_CONFIG)."""
-LOCK_FILE = "gateway.lock"
 SOCKET_FILE = "gateway.sock"
+WAKE_DIR = "wake"
+"""``<home>/run/wake``: one wake-up socket per process of the gateway."""
+
+Role = Literal["agent", "channels", "scheduler"]
+ROLES: tuple[Role, ...] = get_args(Role)
 _DRAIN_SECONDS = 2.0
 
 
-class GatewayLocked(FamiliarError):
-    """Another gateway holds the lock of this home."""
-
-
-class _Lock:
-    """An exclusive ``flock`` on ``<home>/run/gateway.lock`` holding our pid."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def acquire(self, home: Path) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = os.read(fd, 32).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise GatewayLocked(
-                f"another familiar gateway (pid {pid}) is already running on {home}"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None
-
-
-def run_gateway(home: Path) -> int:
+def run_gateway(home: Path, role: Role | None = None) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status.
+
+    Without ``role``, what ``gateway.processes`` says: the supervisor of the role
+    processes (``multi``) or everything in this process (``single``). With a role,
+    that role alone (``familiar gateway --role ...``).
 
     0 after a clean stop, 78 (EX_CONFIG) for bad configuration, 1 for other failures
     to start (another gateway on this home, unreachable or damaged store...) and when
     the database file is lost while serving.
     """
-    return asyncio.run(serve(home))
+    if role is None:
+        from gateway.processes import supervise_or_none
+
+        code = supervise_or_none(home)
+        if code is not None:
+            return code
+    return asyncio.run(serve(home, role=role))
 
 
 async def serve(
@@ -125,6 +122,7 @@ async def serve(
     ollama_url: str = OLLAMA_URL,
     config_overrides: Mapping[str, Any] | None = None,
     entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
+    role: Role | None = None,
 ) -> int:
     """Start every part of the gateway, serve until stopped, shut down gracefully.
 
@@ -138,6 +136,8 @@ async def serve(
             by section (e.g. ``{"http": {"port": 0}}``).
         entry_points: the ``familiar.channels`` entry points to load channel
             plugins from (default: the installed ones).
+        role: run only this role (a child of the supervisor, or a unit per role);
+            None runs every part in this process (``gateway.processes = "single"``).
 
     Returns:
         The process exit status (see `run_gateway`).
@@ -161,17 +161,20 @@ async def serve(
     setup_logging(config.log)
     for reason in plugins.broken.values():
         log.warning("%s", reason)
-    lock = _Lock(home / RUN_DIR / LOCK_FILE)
+    roles = frozenset(ROLES) if role is None else frozenset({role})
+    # One gateway (supervisor or single process) per home, and one control socket owner.
+    names = [LOCK_FILE] if role is None else []
+    names += [CHANNELS_LOCK_FILE] if "channels" in roles else []
+    locks = [HomeLock(home / RUN_DIR / name) for name in names]
     try:
         await asyncio.to_thread(secure_home, home, workspace_dir(home, config))
-        await asyncio.to_thread(lock.acquire, home)
-    except (GatewayLocked, OSError) as exc:
-        _fail(str(exc))
-        return 1
-    try:
-        await asyncio.to_thread(check_socket_path, home / RUN_DIR / SOCKET_FILE)
-    except SocketPathTaken as exc:
-        await asyncio.to_thread(lock.release)
+        for lock in locks:
+            await asyncio.to_thread(lock.acquire, home)
+        if "channels" in roles:
+            await asyncio.to_thread(check_socket_path, home / RUN_DIR / SOCKET_FILE)
+    except (GatewayLocked, SocketPathTaken, OSError) as exc:
+        for lock in locks:
+            await asyncio.to_thread(lock.release)
         _fail(str(exc))
         return 1
     try:
@@ -181,10 +184,12 @@ async def serve(
             plugins=plugins,
             env=os.environ if env is None else env,
             ollama_url=ollama_url,
+            roles=roles,
         )
         return await gateway.run(stop)
     finally:
-        await asyncio.to_thread(lock.release)
+        for lock in locks:
+            await asyncio.to_thread(lock.release)
 
 
 def _absolute(home: Path) -> Path:
@@ -207,7 +212,12 @@ class _Gateway:
         plugins: ChannelPlugins,
         env: Mapping[str, str],
         ollama_url: str,
+        roles: frozenset[Role] = frozenset(ROLES),
     ) -> None:
+        self.roles = roles
+        self.single = roles == frozenset(ROLES)
+        self.role_name = "single" if self.single else "+".join(sorted(roles))
+        self.started_at = time.time()
         self.home = home
         self.config = config
         self.plugins = plugins
@@ -230,6 +240,8 @@ class _Gateway:
         self.listening: set[str] = set()
         """The listeners that accept connections: ``http``, ``control``."""
         self.heartbeat: HeartbeatService | None = None
+        self.wakeups: WakeupService | None = None
+        self.leader: SchedulerLeader | None = None
         self.runtime_started = False
         self.stopping = False
         self.watch: StoreWatch | None = None
@@ -245,6 +257,9 @@ class _Gateway:
         if own_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
+        parent_fd = _parent_fd(self.env)
+        if parent_fd is not None:  # the supervisor went away: stop too
+            loop.add_reader(parent_fd, stop.set)
         watchdog_stop = asyncio.Event()
         watchdog: asyncio.Task[None] | None = None
         interval = watchdog_interval()
@@ -273,6 +288,8 @@ class _Gateway:
             if own_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
+            if parent_fd is not None:
+                loop.remove_reader(parent_fd)
         return code
 
     async def _serve_until(self, stop: asyncio.Event) -> int:
@@ -292,13 +309,25 @@ class _Gateway:
     async def _start(self) -> None:
         # Plugins build their channels without I/O: a refused config stops us here, before
         # anything is opened (exit 78).
-        channels = [self.cli, *build_channels(self.config.channels.enabled(), self.plugins)]
+        channels: list[Channel] = []
+        if "channels" in self.roles:
+            channels = [self.cli, *build_channels(self.config.channels.enabled(), self.plugins)]
         self.store = Store(url=self.store_url, config=self.config.store)
         await self.store.open()
         self.watch = StoreWatch(health=self.store.health, on_fatal=lambda _: self.lost.set())
         self.watch.start()
-        choice = await choose_provider(self.config.provider, self.env, ollama_url=self.ollama_url)
-        provider = self._build_provider(choice)
+        self.wakeups = _wakeups(self.store, self.home / RUN_DIR / WAKE_DIR, self.store_url)
+        await self.wakeups.start()
+        if "channels" in self.roles:
+            self.metrics.accept_from(self.wakeups)  # /metrics is served here
+        else:
+            self.metrics.forward_to(self.wakeups)
+        choice = None
+        if self.roles & {"agent", "channels"}:
+            choice = await choose_provider(
+                self.config.provider, self.env, ollama_url=self.ollama_url
+            )
+        provider = self._build_provider(choice) if "agent" in self.roles else None
         self.core = await build_core(
             store_url=self.store_url,
             workspace=self.workspace,
@@ -313,7 +342,30 @@ class _Gateway:
             hooks_dir=hooks_dir(self.home),
             mcp=await asyncio.to_thread(self._mcp_config),
             home=self.home,
+            wakeups=self.wakeups,
         )
+        if "channels" in self.roles:
+            await self._start_front(choice, channels)
+        if "agent" in self.roles:
+            if self.single:
+                await self.core.start()  # the schedules too: one process runs everything
+            else:
+                await self.core.start_agent()
+            self.runtime_started = True
+        if self.single:
+            self.heartbeat = self._heartbeat(self._deliver_elsewhere)
+            await self.heartbeat.start()
+        elif "scheduler" in self.roles:
+            self._start_leader()
+        if "channels" in self.roles:
+            await self._start_listeners()
+
+    async def _start_front(self, choice: ProviderChoice | None, channels: list[Channel]) -> None:
+        """The channels role: channels and their delivery, the control API's state."""
+        assert self.core is not None
+        # Replies a killed sender of this host held are sent again now, not when its
+        # lease runs out.
+        await self.core.bus.release_dead_senders()
         await self.metrics.start_tail(self.core.bus, self.core.events)
         if self.config.http.enabled:
             self.http_app = web.Application(
@@ -326,6 +378,7 @@ class _Gateway:
                 events=self.core.events,
                 not_ready=self.readiness,
                 details=self.readiness_details,
+                processes=self.process_report,
             )
             if self.config.mcp.server.enabled:
                 self.mcp_mount = await mount_mcp_endpoint(
@@ -341,20 +394,64 @@ class _Gateway:
             version=await asyncio.to_thread(_version),
             store_url=self.store_url,
             channels=self.channel_report,
+            processes=self.process_report,
+            runs_agent="agent" in self.roles,
         )
         await self._start_channels(self.core, channels)
-        await self.core.start()
-        self.runtime_started = True
-        schedules = self.core.schedules
-        self.heartbeat = HeartbeatService(
+
+    def _heartbeat(self, deliver: Callable[[OutboundMessage], Awaitable[None]]) -> HeartbeatService:
+        assert self.core is not None and self.store is not None
+        return HeartbeatService(
             config=self.config.scheduler.heartbeat,
-            scheduler=schedules,
+            scheduler=self.core.schedules,
             bus=self.core.bus,
             store=self.store,
             workspace=self.workspace,
-            deliver=self._deliver_elsewhere,
+            deliver=deliver,
         )
-        await self.heartbeat.start()
+
+    def _start_leader(self) -> None:
+        """The scheduler role: fire schedules only while holding the leader lease."""
+        assert self.core is not None and self.store is not None and self.wakeups is not None
+        core = self.core
+        heartbeat = self._heartbeat(self._deliver_through_outbox)
+
+        async def lead() -> None:
+            await core.schedules.start()
+            await heartbeat.start()
+            self.heartbeat = heartbeat
+
+        async def follow() -> None:
+            self.heartbeat = None
+            await heartbeat.stop()
+            await core.schedules.stop()
+
+        self.leader = SchedulerLeader(
+            leases=Leases(store=self.store),
+            owner=make_owner(),
+            seconds=self.config.scheduler.leader_lease,
+            lead=lead,
+            follow=follow,
+            resync=core.schedules.resync,
+            is_dead=owner_is_dead,
+        )
+        self.wakeups.on("schedules", lambda _data, _peer: self._poke_leader())
+        self.leader.start()
+
+    def _poke_leader(self) -> None:
+        if self.leader is not None:
+            self.leader.poke()
+
+    async def _deliver_through_outbox(self, message: OutboundMessage) -> None:
+        """A check-in for another channel, from a process that does not run it: queued in
+        the outbox, delivered by the channels role."""
+        assert self.core is not None
+        forwarded = message.model_copy(update={"id": f"{message.id}:fwd"[:80]})
+        await self.core.bus.publish_outbound(forwarded)
+
+    async def _start_listeners(self) -> None:
+        assert self.core is not None and self.state is not None
+        schedules = self.core.schedules
         self.control = ControlServer(
             build_control_app(
                 self.state, extra_routes=[lambda app: add_schedule_routes(app, schedules)]
@@ -416,6 +513,14 @@ class _Gateway:
         ]
         await asyncio.gather(*(supervisor.start() for supervisor in self.supervisors))
 
+    async def process_report(self) -> list[dict[str, Any]]:
+        """The gateway's processes: the supervisor's table, or this process alone."""
+        if self.env.get(SUPERVISED_ENV):
+            table = await read_processes(self.home / RUN_DIR)
+            if table is not None:
+                return table
+        return [own_process(self.role_name, self.started_at).as_json()]
+
     def channel_report(self) -> list[dict[str, Any]]:
         """Each channel's ``name``, ``state``, ``error``, ``retry_in`` and ``restarts``."""
         failures = self.failures
@@ -446,8 +551,8 @@ class _Gateway:
         await self._stop_intake()
         if self.core is not None and self.runtime_started:
             await self.core.runtime.stop(grace=self.config.agent.shutdown_grace)
-            if not self.lost.is_set():  # else nothing reads the outbox any more
-                await self._drain_outbox(self.core)
+        if self.core is not None and self.supervisors and not self.lost.is_set():
+            await self._drain_outbox(self.core)  # (when lost, nothing reads the outbox)
         await self.cli.stop()  # waiting control clients get "timeout": the reply is kept
         if self.control is not None:
             await self.control.close()
@@ -461,9 +566,11 @@ class _Gateway:
             await self.watch.stop()
         if self.core is not None:
             await self.core.stop(grace=0)
-            log.info("stopped")
+            log.info("stopped role=%s", self.role_name)
         elif self.store is not None:
             await self.store.close()
+        if self.wakeups is not None:
+            await self.wakeups.stop()
 
     async def _stop_intake(self) -> None:
         """No new control requests, HTTP deliveries, check-ins, schedule firings or
@@ -475,6 +582,8 @@ class _Gateway:
             await self.control.stop_listening()
         if self.http_site is not None:
             await self.http_site.stop()
+        if self.leader is not None:
+            await self.leader.stop()
         if self.heartbeat is not None:
             await self.heartbeat.stop()
         if self.core is not None and self.core.schedules.running:
@@ -519,8 +628,10 @@ class _Gateway:
             reasons.append("stopping")
         if self.store is None or self.core is None:
             reasons.append("store not open")
-        if not self.runtime_started:
+        if "agent" in self.roles and not self.runtime_started:
             reasons.append("agent runtime not started")
+        if "channels" not in self.roles:
+            return reasons
         if not self.supervisors:
             reasons.append("channels not started")
         reasons += [r for s in self.supervisors if (r := s.not_ready()) is not None]
@@ -530,6 +641,10 @@ class _Gateway:
         return reasons
 
     def _status_line(self) -> str:
+        if "channels" not in self.roles:
+            leading = self.leader is not None and self.leader.leading
+            extra = f" (leader: {'yes' if leading else 'no'})" if self.leader else ""
+            return f"serving: role {self.role_name}{extra}"
         provider = "none"
         if self.state is not None and self.state.provider is not None:
             cfg = self.state.provider.config
@@ -548,12 +663,34 @@ def _version() -> str:
         return "0+unknown"
 
 
+def _wakeups(store: Store, directory: Path, url: str) -> WakeupService:
+    """Unix datagram sockets on SQLite (one host); LISTEN/NOTIFY on PostgreSQL (any)."""
+    if store.is_sqlite:
+        return SocketWakeups(directory)
+    from core.bus.wake_pg import PgWakeups
+
+    return PgWakeups(url)
+
+
+def _parent_fd(env: Mapping[str, str]) -> int | None:
+    """The read end of the supervisor's pipe, when this process is its child."""
+    value = env.get(PARENT_FD_ENV)
+    if not value or not value.isdigit():
+        return None
+    try:
+        os.fstat(int(value))
+    except OSError:
+        return None
+    return int(value)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -m gateway.daemon [--home DIR]``: run the gateway in the foreground."""
+    """``python -m gateway.daemon [--home DIR] [--role ROLE]``: run in the foreground."""
     parser = argparse.ArgumentParser(prog="python -m gateway.daemon", description=__doc__)
     parser.add_argument("--home", type=Path, default=None, help="familiar home directory")
+    parser.add_argument("--role", choices=ROLES, default=None, help="run only this role")
     args = parser.parse_args(argv)
-    sys.exit(run_gateway(args.home or default_home()))
+    sys.exit(run_gateway(args.home or default_home(), role=args.role))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ log and counted for ``familiar status`` (``failed_deliveries`` per channel).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,8 +70,10 @@ class _RecordingOutbox:
         self._failures = failures
         self._due: dict[str, DueReply] = {}
 
-    async def due_outbound(self, channel: str, *, limit: int) -> list[DueReply]:
-        due = await self._inner.due_outbound(channel, limit=limit)
+    async def due_outbound(
+        self, channel: str, *, limit: int, lease_seconds: float | None = None
+    ) -> list[DueReply]:
+        due = await self._inner.due_outbound(channel, limit=limit, lease_seconds=lease_seconds)
         for reply in due:
             self._due[reply.message.id] = reply
         while len(self._due) > _REMEMBERED:
@@ -80,6 +83,12 @@ class _RecordingOutbox:
     async def mark_delivered(self, outbound_id: str) -> bool:
         self._due.pop(outbound_id, None)
         return await self._inner.mark_delivered(outbound_id)
+
+    async def release_outbound(self, outbound_ids: Sequence[str]) -> None:
+        await self._inner.release_outbound(outbound_ids)
+
+    async def release_dead_senders(self) -> int:
+        return await self._inner.release_dead_senders()
 
     async def mark_failed(self, outbound_id: str, *, error: str, retry_in: float | None) -> None:
         due = self._due.pop(outbound_id, None)

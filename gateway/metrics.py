@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from core.bus.base import MessageLookup
+from core.bus.wakeups import Wakeups
 from core.event_data import Compaction, EventType, SessionError, ToolStart, TurnStart
 from core.events import Event, EventLog
 from core.messages import OutboundMessage
@@ -70,8 +71,53 @@ class GatewayMetrics:
             ["method"],
             registry=r,
         )
+        self.process_up = Gauge(
+            "familiar_process_up",
+            "Processes of the gateway running (1) or not (0), by role and name (agent-1...)",
+            ["role", "name"],
+            registry=r,
+        )
+        self.process_restarts = Gauge(
+            "familiar_process_restarts",
+            "Restarts of each process of the gateway by its supervisor",
+            ["role", "name"],
+            registry=r,
+        )
         self._inbound_seq = 0
         self._event_id = 0
+        self._forward: Wakeups | None = None
+
+    def observe_llm(self, seconds: float) -> None:
+        """One LLM call took ``seconds`` (sent on to the serving process, if told to)."""
+        self.llm_latency.observe(seconds)
+        if self._forward is not None:
+            self._forward.announce(("metric", f"llm {seconds:.6f}"))
+
+    def forward_to(self, wakeups: Wakeups) -> None:
+        """In a process that does not serve /metrics (an agent worker): send what is
+        measured here to the one that does."""
+        self._forward = wakeups
+
+    def accept_from(self, wakeups: Wakeups) -> None:
+        """In the process that serves /metrics: count what other processes measured."""
+
+        def measured(data: str, _peer: str) -> None:
+            name, _, value = data.partition(" ")
+            if name == "llm":
+                self.llm_latency.observe(float(value))
+
+        wakeups.on("metric", measured)
+
+    def set_processes(self, processes: list[dict[str, object]]) -> None:
+        """The process table at scrape time (`familiar status`'s ``processes``)."""
+        for process in processes:
+            labels = {"role": str(process.get("role")), "name": str(process.get("name"))}
+            up = 1 if process.get("state") == "running" else 0
+            self.process_up.labels(**labels).set(up)
+            restarts = process.get("restarts")
+            self.process_restarts.labels(**labels).set(
+                float(restarts) if isinstance(restarts, int | float) else 0.0
+            )
 
     async def start_tail(self, bus: MessageLookup, events: EventLog) -> None:
         """Count only what happens from now on (call once the store is open)."""
@@ -139,14 +185,14 @@ class MeteredProvider:
             async for event in self.inner.stream(request):
                 yield event
         finally:
-            self._metrics.llm_latency.observe(time.monotonic() - started)
+            self._metrics.observe_llm(time.monotonic() - started)
 
     async def complete(self, request: ChatRequest) -> Completion:
         started = time.monotonic()
         try:
             return await self.inner.complete(request)
         finally:
-            self._metrics.llm_latency.observe(time.monotonic() - started)
+            self._metrics.observe_llm(time.monotonic() - started)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -160,6 +206,7 @@ def add_health_routes(
     events: EventLog,
     not_ready: Callable[[], Awaitable[list[str]]],
     details: Callable[[], dict[str, Any]] | None = None,
+    processes: Callable[[], Awaitable[list[dict[str, object]]]] | None = None,
 ) -> None:
     """Mount ``GET /healthz``, ``GET /readyz`` and ``GET /metrics`` on ``app``.
 
@@ -171,6 +218,7 @@ def add_health_routes(
         not_ready: the reasons the gateway is not ready (empty when it is).
         details: more to say in ``/readyz`` without changing readiness (e.g. the MCP
             servers that failed); added to the body when not empty.
+        processes: the gateway's process table (per-role gauges), read at scrape time.
     """
 
     async def healthz(_request: web.Request) -> web.Response:
@@ -187,6 +235,8 @@ def add_health_routes(
     async def scrape(_request: web.Request) -> web.Response:
         try:
             await metrics.refresh(bus, events)
+            if processes is not None:
+                metrics.set_processes(await processes())
         except Exception:
             log.exception("refreshing metrics from the store failed")
             metrics.errors.labels(kind="metrics").inc()

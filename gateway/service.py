@@ -19,6 +19,7 @@ from core.errors import ConfigError, FamiliarError
 
 __all__ = [
     "CODE_ROOT",
+    "ROLE_UNIT_NAMES",
     "UNIT_NAME",
     "CommandResult",
     "CommandRunner",
@@ -28,12 +29,19 @@ __all__ = [
     "UnitKind",
     "default_home",
     "exec_start_for",
+    "render_role_unit",
     "render_unit",
     "run_command",
 ]
 
 UnitKind = Literal["user", "system"]
 UNIT_NAME = "familiar.service"
+ROLE_UNIT_NAMES = {
+    "agent": "familiar-agent@.service",
+    "channels": "familiar-channels.service",
+    "scheduler": "familiar-scheduler.service",
+}
+"""The unit file of each role, for a split deployment (a unit per role, or per host)."""
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 SYSTEM_HOME = Path("/var/lib/familiar")  # StateDirectory=familiar
 
@@ -126,7 +134,7 @@ def _quote(arg: str, *, exec_line: bool = False) -> str:
     return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def exec_start_for(home: Path, *, python: str | None = None) -> str:
+def exec_start_for(home: Path, *, python: str | None = None, role: str | None = None) -> str:
     """Build the ExecStart= line that runs ``familiar gateway`` from this virtualenv.
 
     ``-P`` keeps the working directory off ``sys.path``, so a stray ``gateway/``
@@ -135,8 +143,11 @@ def exec_start_for(home: Path, *, python: str | None = None) -> str:
     Args:
         home: FAMILIAR_HOME (absolute).
         python: interpreter; defaults to the running one (``sys.executable``).
+        role: run only this role (``--role``); None runs the supervisor.
     """
     argv = [python or sys.executable, "-P", "-m", "gateway.cli", "gateway", "--home", str(home)]
+    if role is not None:
+        argv += ["--role", role]
     return " ".join(_quote(a, exec_line=True) for a in argv)
 
 
@@ -206,6 +217,39 @@ def render_unit(
     if leftover := _TOKEN.search(text):
         raise ConfigError(f"unit template {kind} has an unknown placeholder {leftover.group()}")
     return text
+
+
+def render_role_unit(
+    role: str,
+    *,
+    home: Path,
+    user: str | None,
+    group: str | None = None,
+    python: str | None = None,
+    code_root: Path = CODE_ROOT,
+) -> str:
+    """A system unit that runs one role (``familiar gateway --role ROLE``), sandboxed like
+    the supervisor's unit; ``familiar-agent@.service`` is a template (one instance per
+    worker: ``familiar-agent@1``, ``familiar-agent@2``...).
+
+    Raises:
+        ConfigError: an unknown role, or what `render_unit` refuses.
+    """
+    if role not in ROLE_UNIT_NAMES:
+        raise ConfigError(f"unknown role {role!r} (one of {', '.join(ROLE_UNIT_NAMES)})")
+    text = render_unit(
+        "system",
+        exec_start=exec_start_for(home, python=python, role=role),
+        home=home,
+        user=user,
+        group=group,
+        code_root=code_root,
+    )
+    what = "agent worker %i" if role == "agent" else f"{role} role"
+    head = f"# {ROLE_UNIT_NAMES[role]}: one role of a split deployment (see README, Scaling out).\n"
+    return head + text.replace(
+        "Description=familiar AI assistant gateway", f"Description=familiar gateway: {what}", 1
+    )
 
 
 @dataclass(frozen=True, slots=True)

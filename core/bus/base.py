@@ -25,6 +25,7 @@ __all__ = [
     "MessageLookup",
     "MessageState",
     "MessageStatus",
+    "OutboundPublisher",
     "Outbox",
     "Published",
     "Publisher",
@@ -159,12 +160,27 @@ class Inbox(Publisher, Protocol):
 class Outbox(Protocol):
     """Durable final replies awaiting delivery by their channel."""
 
-    async def due_outbound(self, channel: str, *, limit: int) -> list[DueReply]:
-        """Pending replies of ``channel`` whose next attempt is due."""
+    async def due_outbound(
+        self, channel: str, *, limit: int, lease_seconds: float | None = None
+    ) -> list[DueReply]:
+        """Pending replies of ``channel`` whose next attempt is due.
+
+        With ``lease_seconds``, the replies returned are taken for that long: no other
+        caller (in any process) gets them until the lease ends or they are marked.
+        """
         ...
 
     async def mark_delivered(self, outbound_id: str) -> bool:
         """Record delivery; True only the first time (exactly-once marking)."""
+        ...
+
+    async def release_outbound(self, outbound_ids: Sequence[str]) -> None:
+        """Give back leases this process holds and will not use (a stopping worker):
+        those replies are due again at once."""
+        ...
+
+    async def release_dead_senders(self) -> int:
+        """Make replies leased by dead processes on this host due again at once."""
         ...
 
     async def mark_failed(self, outbound_id: str, *, error: str, retry_in: float | None) -> None:
@@ -173,6 +189,14 @@ class Outbox(Protocol):
 
     async def wait_outbound(self, channel: str, timeout: float) -> None:
         """Return when ``channel`` may have a reply to deliver, or after ``timeout``."""
+        ...
+
+
+class OutboundPublisher(Protocol):
+    """Queueing a reply for another channel's delivery (a process that does not run it)."""
+
+    async def publish_outbound(self, message: OutboundMessage) -> bool:
+        """Store ``message`` for delivery by its channel; False if its id was stored already."""
         ...
 
 
@@ -225,5 +249,5 @@ class ChannelBus(Publisher, MessageLookup, ReplyWaiter, Protocol):
     """What a channel may do with the bus: publish, look up, wait for replies."""
 
 
-class Bus(Inbox, Outbox, MessageLookup, ReplyWaiter, Protocol):
+class Bus(Inbox, Outbox, OutboundPublisher, MessageLookup, ReplyWaiter, Protocol):
     """Every bus role at once: what the composition root builds and hands out narrowly."""

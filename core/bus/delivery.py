@@ -20,7 +20,12 @@ Send = Callable[[OutboundMessage], Awaitable[None]]
 
 
 class DeliveryWorker:
-    """One per channel: waits for due replies, sends them, marks each delivered once."""
+    """One per channel: waits for due replies, sends them, marks each delivered once.
+
+    Replies are leased for ``lease_seconds`` while being sent, so two processes
+    delivering the same channel (a restart overlapping, two hosts) never send one reply
+    at the same time; a sender killed mid-send leaves it due again when the lease ends.
+    """
 
     def __init__(
         self,
@@ -32,6 +37,7 @@ class DeliveryWorker:
         base_backoff: float = 1.0,
         max_backoff: float = 300.0,
         poll_interval: float = 1.0,
+        lease_seconds: float = 120.0,
     ) -> None:
         self._bus = bus
         self._channel = channel
@@ -40,21 +46,33 @@ class DeliveryWorker:
         self._base = base_backoff
         self._cap = max_backoff
         self._poll = poll_interval
+        self._lease = lease_seconds
         self._worker = BackgroundTask(f"delivery-{channel}")
+        self._held: set[str] = set()
+        """Reply ids leased by this worker and not yet marked (given back at stop)."""
 
     def start(self) -> None:
         self._worker.start(self._loop)
 
     async def stop(self) -> None:
         await self._worker.stop()
+        held, self._held = sorted(self._held), set()
+        if held:  # a graceful stop: what was taken but not sent is due again at once
+            try:
+                await self._bus.release_outbound(held)
+            except Exception:
+                log.exception("giving back leased replies failed channel=%s", self._channel)
 
     async def _loop(self) -> None:
         while True:
             try:
-                due = await self._bus.due_outbound(self._channel, limit=100)
+                due = await self._bus.due_outbound(
+                    self._channel, limit=100, lease_seconds=self._lease
+                )
             except Exception:
                 log.exception("reading due replies failed channel=%s", self._channel)
                 due = []
+            self._held.update(d.message.id for d in due)
             if due:
                 # _deliver never raises for one reply's trouble, so one bad reply (or a
                 # database hiccup while recording it) cannot end this loop.
@@ -63,6 +81,10 @@ class DeliveryWorker:
             await self._bus.wait_outbound(self._channel, self._poll)
 
     async def _deliver(self, due: DueReply) -> None:
+        await self._deliver_once(due)
+        self._held.discard(due.message.id)
+
+    async def _deliver_once(self, due: DueReply) -> None:
         message = due.message
         with log_context(session_key=message.session_key, message_id=message.inbound_id):
             try:

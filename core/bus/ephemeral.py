@@ -7,9 +7,14 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from pydantic import TypeAdapter
+
+from core.bus.wakeups import Wakeups
 from core.messages import EphemeralMessage, StreamDelta
 
 __all__ = ["EphemeralHub", "Subscription"]
+
+_EPHEMERAL: TypeAdapter[EphemeralMessage] = TypeAdapter(EphemeralMessage)
 
 
 class Subscription:
@@ -66,23 +71,60 @@ class EphemeralHub:
 
     Ephemerals are not durable by design (the final reply is): they reach only
     subscribers in this process, keyed by the inbound message id, so each emit costs
-    the same however many other messages are being streamed.
+    the same however many other messages are being streamed. Once `connect`-ed to the
+    other processes' wake-ups, a subscription here is announced to them (``sub``) and
+    their ephemerals of that message are relayed here (``eph``), only to the processes
+    that asked.
     """
 
     def __init__(self) -> None:
         self._subs: dict[str, set[Subscription]] = {}
+        self._remote: dict[str, set[str]] = {}
+        """Message id -> the peers (other processes) subscribed to it."""
+        self._wakeups: Wakeups | None = None
+
+    def connect(self, wakeups: Wakeups) -> None:
+        """Relay ephemerals to and from the other processes sharing the bus."""
+        self._wakeups = wakeups
+        wakeups.on("sub", lambda mid, peer: self._remote.setdefault(mid, set()).add(peer))
+        wakeups.on("unsub", self._unsubscribed)
+        wakeups.on("eph", lambda data, _peer: self._emit_local(_EPHEMERAL.validate_json(data)))
+        # A process that (re)starts learns what we are subscribed to.
+        wakeups.on("hello", lambda _data, peer: self._resend_subs(peer))
+
+    def _unsubscribed(self, message_id: str, peer: str) -> None:
+        peers = self._remote.get(message_id)
+        if peers is not None:
+            peers.discard(peer)
+            if not peers:
+                del self._remote[message_id]
+
+    def _resend_subs(self, peer: str) -> None:
+        if self._wakeups is not None and self._subs:
+            self._wakeups.send_to(peer, *(("sub", mid) for mid in self._subs))
 
     def emit(self, message: EphemeralMessage) -> None:
+        self._emit_local(message)
+        peers = self._remote.get(message.inbound_id)
+        if peers and self._wakeups is not None:
+            note = ("eph", message.model_dump_json())
+            for peer in list(peers):
+                if not self._wakeups.send_to(peer, note):
+                    self._unsubscribed(message.inbound_id, peer)
+
+    def _emit_local(self, message: EphemeralMessage) -> None:
         for subscription in self._subs.get(message.inbound_id, ()):
             subscription.put(message)
 
     def has_subscribers(self, message_id: str) -> bool:
-        return message_id in self._subs
+        return message_id in self._subs or message_id in self._remote
 
     @asynccontextmanager
     async def subscribe(self, message_id: str) -> AsyncIterator[Subscription]:
         """Receive the ephemerals of inbound ``message_id`` while the context is open."""
         subscription = Subscription(message_id)
+        if message_id not in self._subs and self._wakeups is not None:
+            self._wakeups.announce(("sub", message_id))
         self._subs.setdefault(message_id, set()).add(subscription)
         try:
             yield subscription
@@ -92,3 +134,5 @@ class EphemeralHub:
                 subs.discard(subscription)
                 if not subs:
                     del self._subs[message_id]
+                    if self._wakeups is not None:
+                        self._wakeups.announce(("unsub", message_id))

@@ -11,9 +11,10 @@ from sqlalchemy import Connection, Update, and_, bindparam, delete, func, or_, s
 
 from core.bus.base import Claim, DueReply, Published
 from core.bus.lookups import SqlLookups
-from core.bus.owner import owner_is_dead
+from core.bus.owner import make_owner, owner_is_dead
 from core.bus.signals import KeyedWaiters, Signal, SignalMap
 from core.bus.tables import DedupeRow, InboundRow, OutboundRow
+from core.bus.wakeups import Wakeups
 from core.messages import InboundMessage, OutboundMessage
 from core.store.engine import Store
 from core.store.models import SessionRow
@@ -88,7 +89,18 @@ _CLAIM = (
 _DELIVERED = (
     update(_outbound)
     .where(_outbound.c.id == bindparam("outbound_id"), _outbound.c.status == "pending")
-    .values(status="delivered", delivered_at=bindparam("now"), attempts=_outbound.c.attempts + 1)
+    .values(
+        status="delivered",
+        delivered_at=bindparam("now"),
+        attempts=_outbound.c.attempts + 1,
+        lease_owner=None,
+    )
+)
+
+_DUE_OUTBOUND = (
+    select(_outbound.c.id)
+    .where(_outbound.c.status == "pending", _outbound.c.next_attempt_at <= bindparam("now"))
+    .order_by(_outbound.c.created_at)
 )
 
 
@@ -129,12 +141,17 @@ class SqlBus(SqlLookups):
     its own writes via :meth:`settle_in`.
     """
 
-    def __init__(self, *, store: Store, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, *, store: Store, clock: Callable[[], float] = time.time, owner: str | None = None
+    ) -> None:
         self._store = store
         self._clock = clock
+        self._owner = owner or make_owner()
+        """Who holds the delivery leases this bus takes (this process)."""
         self._inbound_signal = Signal()
         self._outbound_signals = SignalMap()
         self._reply_waiters = KeyedWaiters()
+        self._wakeups: Wakeups | None = None
         self.reply_poll_interval = 0.5
         """First re-read of the store by a reply waiter (for replies settled elsewhere);
         later ones back off to `MAX_REPLY_POLL`."""
@@ -142,6 +159,17 @@ class SqlBus(SqlLookups):
     @property
     def dialect(self) -> str:
         return self._store.dialect
+
+    def connect(self, wakeups: Wakeups) -> None:
+        """Wake and be woken by the other processes sharing this database."""
+        self._wakeups = wakeups
+        wakeups.on("inbound", lambda _data, _peer: self._inbound_signal.set())
+        wakeups.on("outbound", lambda channel, _peer: self._outbound_signals.set(channel))
+        wakeups.on("reply", lambda message_id, _peer: self._reply_waiters.wake(message_id))
+
+    def _announce(self, *notes: tuple[str, str]) -> None:
+        if self._wakeups is not None:
+            self._wakeups.announce(*notes)
 
     # -- inbox ---------------------------------------------------------------------------
 
@@ -199,6 +227,7 @@ class SqlBus(SqlLookups):
         published = await self._store.transact(job)
         if not published.duplicate:
             self._inbound_signal.set()
+            self._announce(("inbound", ""))
         return published
 
     async def claim(self, *, owner: str, limit: int, lease_seconds: float) -> list[Claim]:
@@ -267,6 +296,11 @@ class SqlBus(SqlLookups):
         if reply is not None:
             self._outbound_signals.set(reply.delivery.channel)
             self._reply_waiters.wake(reply.inbound_id)
+            self._announce(
+                ("outbound", reply.delivery.channel), ("reply", reply.inbound_id), ("inbound", "")
+            )
+        else:
+            self._announce(("inbound", ""))
         self._inbound_signal.set()  # the session is idle again: its next message may go
 
     async def settle(
@@ -304,6 +338,7 @@ class SqlBus(SqlLookups):
         )
         await self._store.transact(lambda conn: conn.execute(statement))
         self._inbound_signal.set()
+        self._announce(("inbound", ""))
 
     async def release_dead_owners(self, *, is_dead: Callable[[str], bool] = owner_is_dead) -> int:
         """Make messages leased by dead processes on this host claimable at once."""
@@ -326,6 +361,7 @@ class SqlBus(SqlLookups):
         if count:
             log.info("released leases of dead owners count=%d owners=%s", count, dead)
             self._inbound_signal.set()
+            self._announce(("inbound", ""))
         return count
 
     async def wait_inbound(self, timeout: float) -> None:
@@ -356,7 +392,11 @@ class SqlBus(SqlLookups):
 
     # -- outbox --------------------------------------------------------------------------
 
-    async def due_outbound(self, channel: str, *, limit: int) -> list[DueReply]:
+    async def due_outbound(
+        self, channel: str, *, limit: int, lease_seconds: float | None = None
+    ) -> list[DueReply]:
+        if lease_seconds is not None:
+            return await self._lease_outbound(channel, limit=limit, lease_seconds=lease_seconds)
         query = (
             select(_outbound.c.payload, _outbound.c.attempts)
             .where(
@@ -372,6 +412,79 @@ class SqlBus(SqlLookups):
             rows = (await conn.execute(query)).all()
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a in rows]
 
+    async def _lease_outbound(
+        self, channel: str, *, limit: int, lease_seconds: float
+    ) -> list[DueReply]:
+        """Take the due replies of ``channel`` for ``lease_seconds``: their next attempt
+        moves past the lease, so no other process sends them meanwhile (a sender that dies
+        mid-send leaves them due again when the lease ends: at least once, never twice
+        at the same time)."""
+        now = self._clock()
+        due = _DUE_OUTBOUND.where(_outbound.c.channel == channel).limit(limit)
+        if not self._store.is_sqlite:
+            due = due.with_for_update(skip_locked=True)
+        statement = (
+            update(_outbound)
+            .where(
+                _outbound.c.id.in_(due.scalar_subquery()),
+                _outbound.c.status == "pending",
+                _outbound.c.next_attempt_at <= now,
+            )
+            .values(next_attempt_at=now + lease_seconds, lease_owner=self._owner)
+            .returning(_outbound.c.payload, _outbound.c.attempts, _outbound.c.created_at)
+        )
+        taken = await self._store.transact(lambda conn: conn.execute(statement, {"now": now}).all())
+        rows = sorted(taken, key=lambda r: float(r[2]))
+        return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a, _ in rows]
+
+    async def release_outbound(self, outbound_ids: Sequence[str]) -> None:
+        if not outbound_ids:
+            return
+        statement = (
+            update(_outbound)
+            .where(
+                _outbound.c.id.in_(list(outbound_ids)),
+                _outbound.c.status == "pending",
+                _outbound.c.lease_owner == self._owner,
+            )
+            .values(next_attempt_at=self._clock(), lease_owner=None)
+        )
+        await self._store.transact(lambda conn: conn.execute(statement))
+
+    async def release_dead_senders(self, *, is_dead: Callable[[str], bool] = owner_is_dead) -> int:
+        now = self._clock()
+
+        def job(conn: Connection) -> int:
+            owners = conn.execute(
+                select(_outbound.c.lease_owner)
+                .where(_outbound.c.status == "pending", _outbound.c.lease_owner.is_not(None))
+                .distinct()
+            ).all()
+            dead = [o for (o,) in owners if o and is_dead(o)]
+            if not dead:
+                return 0
+            res = conn.execute(
+                update(_outbound)
+                .where(_outbound.c.status == "pending", _outbound.c.lease_owner.in_(dead))
+                .values(next_attempt_at=now, lease_owner=None)
+            )
+            return int(res.rowcount)
+
+        count = await self._store.transact(job)
+        if count:
+            log.info("released deliveries of dead senders count=%d", count)
+        return count
+
+    async def publish_outbound(self, message: OutboundMessage) -> bool:
+        row = reply_row(message, self._clock())
+        dialect = self._store.dialect
+        stored = await self._store.transact(
+            lambda conn: conn.execute(insert_ignore(dialect, _outbound), row).rowcount
+        )
+        self._outbound_signals.set(message.delivery.channel)
+        self._announce(("outbound", message.delivery.channel))
+        return bool(stored == 1)
+
     async def mark_delivered(self, outbound_id: str) -> bool:
         now = self._clock()
         res = await self._store.transact(
@@ -383,6 +496,7 @@ class SqlBus(SqlLookups):
         values: dict[str, object] = {
             "attempts": _outbound.c.attempts + 1,
             "last_error": error[:2000],
+            "lease_owner": None,
         }
         if retry_in is None:
             values["status"] = "failed"

@@ -49,6 +49,8 @@ class OutboundRow(SQLModel, table=True):
     status: str = Field(default="pending", max_length=16)
     attempts: int = 0
     next_attempt_at: float = 0.0
+    lease_owner: str | None = Field(default=None, max_length=128)
+    """The process sending it right now (its lease ends at ``next_attempt_at``)."""
     last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     created_at: float
     delivered_at: float | None = None

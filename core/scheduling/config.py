@@ -91,6 +91,9 @@ class SchedulerConfig(BaseModel):
         heartbeat: the optional check-in.
         max_per_session: active schedules one conversation may have (a webhook caller
             or a Slack user must not be able to pile up recurring prompts without end).
+        leader_lease: seconds the scheduler leader's database lease lasts (with several
+            processes or hosts): another scheduler takes over at most this long after
+            the leader dies. Renewed every third of it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -99,6 +102,7 @@ class SchedulerConfig(BaseModel):
     misfire_grace: float = Field(default=300.0, ge=0)
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     max_per_session: int = Field(default=100, ge=1)
+    leader_lease: float = Field(default=15.0, ge=1.0, le=3600.0)
 
     @field_validator("timezone")
     @classmethod

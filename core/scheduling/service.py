@@ -69,6 +69,8 @@ class ScheduleService:
         self._clock = clock
         self.default_timezone = config.timezone or _host_zone()
         self._timer: Timer | None = None
+        self.on_change: Callable[[], None] | None = None
+        """Called after a schedule is created or cancelled here (tells other processes)."""
         self._firing = Firing(
             rows=self._rows,
             bus=bus,
@@ -138,6 +140,36 @@ class ScheduleService:
         await timer.stop()
         log.info("scheduler stopped")
 
+    async def resync(self) -> None:
+        """Re-read the rows and re-arm: schedules created or cancelled by other processes.
+
+        A row due with no alarm (created elsewhere for a time already past) fires now.
+        """
+        timer = self._timer
+        if timer is None:
+            return
+        runs = dict(await self._rows.next_runs())
+        now = self.now().timestamp()
+        for schedule_id in timer.armed() - runs.keys():
+            timer.disarm(schedule_id)
+        for schedule_id, next_run_at in runs.items():
+            if next_run_at is None:
+                continue
+            job = timer.job(schedule_id)
+            if next_run_at > now:
+                if (
+                    job is None
+                    or job.next_run_time is None
+                    or (abs(job.next_run_time.timestamp() - next_run_at) > 0.001)
+                ):
+                    timer.arm(schedule_id, next_run_at)
+            elif job is None:
+                await self._firing.fire(schedule_id)
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
     def add_interval_job(
         self, name: str, func: Callable[[], Awaitable[object]], *, seconds: float
     ) -> None:
@@ -190,6 +222,7 @@ class ScheduleService:
         )
         if info.next_run_at is not None:
             self._arm(info.id, info.next_run_at)
+        self._changed()
         log.info("schedule created id=%d session=%s %s", info.id, info.session_key, info.describe())
         return info
 
@@ -217,6 +250,7 @@ class ScheduleService:
         if info is None:
             return None
         self._disarm(schedule_id)
+        self._changed()
         log.info("schedule cancelled id=%d session=%s", schedule_id, info.session_key)
         return info
 

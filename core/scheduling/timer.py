@@ -103,6 +103,11 @@ class Timer:
         """The armed job of ``schedule_id``, if any (for inspection)."""
         return self._scheduler.get_job(_job_id(schedule_id))
 
+    def armed(self) -> set[int]:
+        """The schedule ids that have an alarm."""
+        ids = (_schedule_id_of(job.id) for job in self._scheduler.get_jobs())
+        return {i for i in ids if i is not None}
+
     def add_interval_job(
         self, name: str, func: Callable[[], Awaitable[object]], *, seconds: float
     ) -> None:

@@ -100,7 +100,8 @@ class Store:
             sync_engine = create_engine(url.set(drivername="sqlite"))
             _sqlite_pragmas(sync_engine, self.config.busy_timeout_ms)
             make_transactional(sync_engine)
-            self._writer = SqliteWriter(engine=sync_engine)
+            lock = self.path.with_name(self.path.name + "-writer.lock") if self.path else None
+            self._writer = SqliteWriter(engine=sync_engine, lock_path=lock)
             self._writer.start()
         log.info("store open dialect=%s", self.dialect)
 

@@ -9,6 +9,7 @@ __all__ = [
     "ApprovalRow",
     "EventRow",
     "HistoryRow",
+    "LeaseRow",
     "ScheduleRow",
     "SessionRow",
 ]
@@ -128,3 +129,14 @@ class ApprovalRow(SQLModel, table=True):
     decision_message_id: str | None = Field(default=None, max_length=64)
     """The ``/approve`` or ``/deny`` message that decided it."""
     reported_at: float | None = None
+
+
+class LeaseRow(SQLModel, table=True):
+    """A named lease (the scheduler's leadership): held by ``owner`` until ``until``."""
+
+    __tablename__ = "leases"
+
+    name: str = Field(primary_key=True, max_length=64)
+    owner: str = Field(max_length=128)
+    until: float
+    acquired_at: float

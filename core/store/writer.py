@@ -11,10 +11,14 @@ loop pays one wake-up per batch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, event
@@ -48,10 +52,21 @@ def make_transactional(engine: Engine) -> None:
 
 
 class SqliteWriter:
-    """Runs write jobs in one thread, batching whatever queued up while it was busy."""
+    """Runs write jobs in one thread, batching whatever queued up while it was busy.
 
-    def __init__(self, *, engine: Engine, max_batch: int = 500) -> None:
+    Args:
+        lock_path: a file the writers of every process ``flock`` around each batch
+            (several role processes share the database). Waiting on it is woken by the
+            kernel the moment the holder commits, where SQLite's own busy handler sleeps
+            in steps growing to 100 ms; the busy timeout stays as the fallback.
+    """
+
+    def __init__(
+        self, *, engine: Engine, max_batch: int = 500, lock_path: Path | None = None
+    ) -> None:
         self._engine = engine
+        self._lock_path = lock_path
+        self._lock_fd: int | None = None
         self._max_batch = max_batch
         self._queue: list[_Queued] = []
         self._wake = asyncio.Event()
@@ -127,6 +142,23 @@ class SqliteWriter:
             self._conn.close()
             self._conn = None
         self._engine.dispose()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Hold the cross-process write lock (in the writer thread: blocking is fine)."""
+        if self._lock_path is None:
+            yield
+            return
+        if self._lock_fd is None:
+            self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _run_batch(self, batch: list[_Queued]) -> list[tuple[bool, Any]]:
         """All jobs in one transaction; if one raises, each job reruns in its own.
@@ -135,17 +167,18 @@ class SqliteWriter:
         common case pays one BEGIN/COMMIT for the whole batch and no SAVEPOINTs.
         """
         conn = self._connection()
-        try:
-            with conn.begin():
-                return [(True, queued.job(conn)) for queued in batch]
-        except Exception as exc:
-            if len(batch) == 1:
-                return [(False, exc)]
-        outcomes: list[tuple[bool, Any]] = []
-        for queued in batch:
+        with self._exclusive():
             try:
                 with conn.begin():
-                    outcomes.append((True, queued.job(conn)))
+                    return [(True, queued.job(conn)) for queued in batch]
             except Exception as exc:
-                outcomes.append((False, exc))
-        return outcomes
+                if len(batch) == 1:
+                    return [(False, exc)]
+            outcomes: list[tuple[bool, Any]] = []
+            for queued in batch:
+                try:
+                    with conn.begin():
+                        outcomes.append((True, queued.job(conn)))
+                except Exception as exc:
+                    outcomes.append((False, exc))
+            return outcomes

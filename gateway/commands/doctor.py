@@ -194,6 +194,7 @@ async def _check_daemon(home: Path) -> list[_Check]:
         return [_Check(name, False, f"the gateway did not answer properly: {exc or 'timeout'}")]
     up = f"pid {result.get('pid')}, up {duration(result.get('uptime_s'))}"
     checks = [_Check(name, True, up)] + [_running(c) for c in result.get("channels") or []]
+    checks += [_process(p) for p in result.get("processes") or []]
     sandbox = result.get("exec_sandbox")
     if isinstance(sandbox, dict):
         # What the gateway itself found, e.g. under a systemd unit that forbids namespaces.
@@ -246,6 +247,18 @@ async def _check_hooks(home: Path, config: FamiliarConfig | None) -> list[_Check
         summary = f"{hooks.count} hooks from {len(hooks.files)} files" if hooks.files else "none"
         checks.append(_Check(name, True, summary))
     return checks
+
+
+def _process(process: dict[str, Any]) -> _Check:
+    """One process of the gateway (a role, or the single process) runs and is not looping."""
+    label = f"process {process.get('name') or process.get('role')} running"
+    state = str(process.get("state"))
+    restarts = int(process.get("restarts") or 0)
+    if state == "running":
+        detail = f"pid {process.get('pid')}, {restarts} restarts"
+        return _Check(label, True, detail, warn=restarts > 0)
+    reason = state + (f": {process['error']}" if process.get("error") else "")
+    return _Check(label, False, f"{reason} ({restarts} restarts)")
 
 
 async def _check_channels(config: FamiliarConfig | None, plugins: ChannelPlugins) -> list[_Check]:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gateway.commands.common import (
+    EXIT_FAILED,
     HomeOption,
     JsonOption,
     duration,
@@ -18,10 +19,13 @@ from gateway.commands.common import (
     print_json,
     query,
     resolve_home,
+    run_control,
     session_key_option,
     stdout_console,
 )
-from gateway.control.client import ControlClient, ControlError
+from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
+from gateway.init import RUN_DIR
+from gateway.process_table import supervised_processes
 
 __all__ = ["sessions_app", "status"]
 
@@ -62,7 +66,20 @@ def _status_table(status: dict[str, Any]) -> Table:
     channels = status.get("channels") or []
     for channel in channels:
         table.add_row(f"channel {escape(str(channel.get('name')))}", _channel_state(channel))
+    for process in status.get("processes") or []:
+        name = process.get("name") or process.get("role")
+        table.add_row(f"process {escape(str(name))}", _process_state(process))
     return table
+
+
+def _process_state(process: dict[str, Any]) -> str:
+    state = str(process.get("state"))
+    color = "green" if state == "running" else "red" if state == "crash-loop" else "yellow"
+    text = f"[{color}]{escape(state)}[/] pid {process.get('pid') or '-'}"
+    text += f", {process.get('restarts', 0)} restarts"
+    if state != "running" and process.get("error"):
+        text += f": {escape(str(process['error']))}"
+    return text
 
 
 def _store_text(status: dict[str, Any]) -> str:
@@ -99,11 +116,38 @@ def _channel_state(channel: dict[str, Any]) -> str:
 
 def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
     """Show the running gateway: uptime, channels, sessions, queue and provider."""
-    result = query(resolve_home(home), ControlClient.status)
+    where = resolve_home(home)
+
+    async def ask() -> dict[str, Any]:
+        try:
+            async with ControlClient(where) as client:
+                return await client.status()
+        except DaemonUnavailable:
+            # The supervisor runs but its channels process does not answer (restarting,
+            # crash-looping): show what it knows instead of "no gateway".
+            found = await supervised_processes(where / RUN_DIR)
+            if found is None:
+                raise
+            return {"serving": False, "supervisor": found[0], "processes": found[1]}
+
+    result = run_control(where, ask())
     if as_json:
         print_json(result)
+    elif result.get("serving") is False:
+        console = stdout_console()
+        console.print(
+            f"the gateway runs (supervisor pid {result['supervisor']}) but its channels "
+            "process does not answer the control socket:"
+        )
+        table = Table.grid(padding=(0, 2))
+        for process in result["processes"]:
+            name = process.get("name") or process.get("role")
+            table.add_row(f"process {escape(str(name))}", _process_state(process))
+        console.print(table)
     else:
         stdout_console().print(_status_table(result))
+    if result.get("serving") is False:
+        raise typer.Exit(EXIT_FAILED)
 
 
 @sessions_app.command("list")

@@ -11,7 +11,14 @@ import typer
 
 from core.errors import ConfigError
 from gateway.commands.common import CliDeps, HomeOption, fail
-from gateway.service import ServiceError, ServiceManager, UnitKind
+from gateway.service import (
+    ROLE_UNIT_NAMES,
+    ServiceError,
+    ServiceManager,
+    UnitKind,
+    default_home,
+    render_role_unit,
+)
 
 __all__ = ["service_app"]
 
@@ -81,3 +88,22 @@ def service_status(ctx: typer.Context, user: UserOption = None, home: HomeOption
         typer.echo(result.details)
     if not result.active:
         raise typer.Exit(3)  # systemctl status convention: 3 = not running
+
+
+@service_app.command("role-unit")
+def service_role_unit(
+    role: Annotated[str, typer.Argument(help="agent, channels or scheduler.")],
+    user: Annotated[str, typer.Option(help="The account the unit runs as.")] = "familiar",
+    home: HomeOption = None,
+) -> None:
+    """Print the system unit of one role (a split deployment: a unit per role or host).
+
+    Save it as the file named in its first line under /etc/systemd/system/.
+    """
+    where = home.expanduser().absolute() if home else default_home("system")
+    if role not in ROLE_UNIT_NAMES:
+        raise fail(f"unknown role {role!r} (one of {', '.join(ROLE_UNIT_NAMES)})")
+    try:
+        typer.echo(render_role_unit(role, home=where, user=user), nl=False)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None

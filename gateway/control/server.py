@@ -68,6 +68,10 @@ class ControlState:
     """Channel name -> ``starting`` | ``running`` | ``failed`` | ``stopped``."""
     http_address: str | None = None
     started: float = field(default_factory=time.monotonic)
+    processes: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None
+    """The gateway's processes: ``role``, ``pid``, ``state``, ``restarts``, ``started_at``."""
+    runs_agent: bool = True
+    """Whether turns run in this process (else busy sessions are counted from the queue)."""
 
 
 @web.middleware
@@ -132,10 +136,13 @@ class _ControlApi:
                 "channels": s.channels(),
                 "sessions": await s.core.sessions.count(),
                 "queue": {"pending": queue.pending, "claimed": queue.claimed},
-                "busy_sessions": s.core.runtime.busy_sessions,
+                "busy_sessions": (s.core.runtime.busy_sessions if s.runs_agent else queue.claimed),
+                "processes": await s.processes() if s.processes is not None else [],
                 "exec_sandbox": await self._exec_sandbox(),
                 "http": s.http_address,
-                "mcp": [asdict(server) for server in s.core.mcp.status()],
+                # MCP servers run beside the turns: in the agent role when the gateway
+                # runs several processes (None: `familiar mcp list` asks the servers).
+                "mcp": [asdict(server) for server in s.core.mcp.status()] if s.runs_agent else None,
             }
         )
 

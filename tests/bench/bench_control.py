@@ -66,6 +66,7 @@ def _spawn(home: Path, n: int) -> subprocess.Popen[bytes]:
         PYTHONPATH=str(ROOT),
         FAMILIAR_PROVIDER__KIND="scripted",
         FAMILIAR_HTTP__PORT="0",
+        FAMILIAR_GATEWAY__PROCESSES="single",
         FAMILIAR_AGENT__MAX_CONCURRENT_SESSIONS=str(max(n, 32)),
     )
     log = (home / "daemon.log").open("wb")

@@ -76,7 +76,12 @@ def _clean_env() -> dict[str, str]:
         if not k.startswith(("FAMILIAR_", "NOTIFY_", "WATCHDOG_"))
         and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     }
-    return {**env, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    return {
+        **env,
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+        "FAMILIAR_GATEWAY__PROCESSES": "single",
+    }
 
 
 async def _start_fake(latency_ms: int) -> tuple[asyncio.subprocess.Process, str]:

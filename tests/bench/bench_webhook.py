@@ -58,7 +58,8 @@ def _spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
     with (home / "daemon.log").open("ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "gateway.daemon", "--home", str(home)],
-            cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, stdout=log, stderr=log,
+            cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT), "FAMILIAR_GATEWAY__PROCESSES": "single"},
+            stdout=log, stderr=log,
         )  # fmt: skip
 
 

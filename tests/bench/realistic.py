@@ -160,7 +160,7 @@ def _clean_env() -> dict[str, str]:
         if not k.startswith(("FAMILIAR_", "NOTIFY_", "WATCHDOG_"))
         and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     }
-    return {**env, "PYTHONPATH": str(ROOT)}
+    return {**env, "PYTHONPATH": str(ROOT), "FAMILIAR_GATEWAY__PROCESSES": "single"}
 
 
 def _write_config(home: Path, base_url: str, n: int) -> None:

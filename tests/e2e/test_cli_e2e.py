@@ -35,6 +35,7 @@ def _env() -> dict[str, str]:
     env.pop("OPENAI_API_KEY", None)
     env.pop("ANTHROPIC_API_KEY", None)
     env["PYTHONPATH"] = str(ROOT)
+    env["FAMILIAR_GATEWAY__PROCESSES"] = "single"  # the one-process daemon (see test_processes)
     return env
 
 

@@ -41,7 +41,8 @@ def _clean_env(**extra: str) -> dict[str, str]:
         if not k.startswith(("FAMILIAR_", "NOTIFY_", "WATCHDOG_"))
         and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     }
-    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+    single = {"FAMILIAR_GATEWAY__PROCESSES": "single"}  # the supervisor: test_processes.py
+    return {**env, "PYTHONUNBUFFERED": "1", **single, **extra}
 
 
 @asynccontextmanager

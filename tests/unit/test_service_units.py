@@ -16,12 +16,14 @@ import pytest
 
 from core.errors import ConfigError
 from gateway.service import (
+    ROLE_UNIT_NAMES,
     UNIT_NAME,
     CommandResult,
     ServiceError,
     ServiceManager,
     UnitKind,
     exec_start_for,
+    render_role_unit,
     render_unit,
     run_command,
 )
@@ -436,3 +438,25 @@ def test_system_unit_relaxes_protect_home_for_a_symlink_into_a_home(shm: Path) -
         code_root=Path("/opt/familiar/lib"),
     )
     assert "ProtectHome=read-only" in text.splitlines()
+
+
+@pytest.mark.parametrize("role", ["agent", "channels", "scheduler"])
+def test_role_units_pass_systemd_analyze_verify(
+    systemd_analyze: str, tmp_path: Path, role: str
+) -> None:
+    home = tmp_path / "my home"
+    text = render_role_unit(role, home=home, user="familiar", python=sys.executable)
+    name = ROLE_UNIT_NAMES[role]
+    (exec_start,) = [line for line in text.splitlines() if line.startswith("ExecStart=")]
+    assert exec_start.endswith(f' gateway --home "{home}" --role {role}')
+    unit = tmp_path / "units" / (name.replace("@.", "@1.") if role == "agent" else name)
+    unit.parent.mkdir()
+    unit.write_text(text)
+    assert _verify(systemd_analyze, "system", unit, tmp_path) == ""
+    if role == "agent":
+        assert "Description=familiar gateway: agent worker %i" in text
+
+
+def test_a_role_unit_for_an_unknown_role_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown role"):
+        render_role_unit("janitor", home=tmp_path, user="familiar")

@@ -1,0 +1,229 @@
+"""`Wakeups` on one host: a Unix datagram socket per process, listed in a directory.
+
+Each process binds an abstract Unix datagram socket (no path length limit, nothing
+left on disk by a killed process) and drops a marker file of the same name in the
+shared directory; a wake-up is a datagram sent to every other marker's socket. Notes
+announced during one event-loop iteration are coalesced into one datagram per peer (a
+burst of a thousand publishes costs a few sends, not thousands), and repeated notes
+(``inbound``) are sent once. Nothing blocks: a peer whose queue is
+full misses the note and falls back to its poll; a socket nobody listens on any more
+(a killed process) is removed by the first sender that finds it dead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+from core.bus.wakeups import Handler
+
+__all__ = ["SocketWakeups"]
+
+log = logging.getLogger(__name__)
+
+_RESCAN_SECONDS = 5.0
+"""How old the list of peers may get before a send lists the directory again (it is
+listed again at once when the directory's mtime moves)."""
+_MAX_DATAGRAM = 48 * 1024
+_ORDERED = frozenset({"eph", "metric", "sub", "unsub"})
+"""Topics whose every note counts (the others are level-triggered and deduplicated)."""
+
+
+class SocketWakeups:
+    """Wake-ups over Unix datagram sockets in ``directory`` (one host).
+
+    Args:
+        directory: shared by every process of one home (``<home>/run/wake``).
+        name: this process's marker name (default ``<pid>-<nonce>``).
+    """
+
+    def __init__(self, directory: Path, *, name: str | None = None) -> None:
+        self.directory = directory
+        self.name = name or f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.path = directory / self.name
+        digest = hashlib.sha256(str(directory.absolute()).encode()).hexdigest()[:16]
+        self._prefix = f"\0familiar-wake/{digest}/"
+        self._sock: socket.socket | None = None
+        self._handlers: defaultdict[str, list[Handler]] = defaultdict(list)
+        self._peers: list[str] = []
+        self._scanned = 0
+        self._listed = 0.0
+        self._pending: dict[str, list[str]] = {}
+        self._flush_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.sent = 0
+        """Datagrams sent (for benchmarks)."""
+        self.dropped = 0
+        """Datagrams a full or vanished peer did not take."""
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind this process's socket and say hello (peers list the directory again)."""
+        await asyncio.to_thread(self._bind)
+        self._loop = asyncio.get_running_loop()
+        assert self._sock is not None
+        self._loop.add_reader(self._sock.fileno(), self._receive)
+        self.on("hello", lambda _data, _sender: self._rescan())
+        self.announce(("hello", ""))
+
+    def _bind(self) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        sock.bind(self._address(self.name))
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.close(fd)
+        self._sock = sock
+
+    def _address(self, name: str) -> str:
+        return self._prefix + name
+
+    async def stop(self) -> None:
+        self._flush()
+        sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        if self._loop is not None:
+            self._loop.remove_reader(sock.fileno())
+        sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    # -- Wakeups -------------------------------------------------------------------------
+
+    def on(self, topic: str, handler: Handler) -> None:
+        self._handlers[topic].append(handler)
+
+    def announce(self, *notes: tuple[str, str]) -> None:
+        if self._sock is None:
+            return
+        self._rescan_if_changed()
+        for peer in self._peers:
+            self._queue(peer, notes)
+
+    def send_to(self, peer: str, *notes: tuple[str, str]) -> bool:
+        if self._sock is None or (
+            peer not in self._peers and not os.path.exists(self.directory / peer)
+        ):
+            return False
+        self._queue(peer, notes)
+        return True
+
+    # -- sending -------------------------------------------------------------------------
+
+    def _rescan_if_changed(self) -> None:
+        """List the directory again when a marker came or went (its mtime moved)."""
+        try:
+            mtime = os.stat(self.directory).st_mtime_ns
+        except OSError:
+            return
+        if mtime != self._scanned or time.monotonic() - self._listed > _RESCAN_SECONDS:
+            self._scanned = mtime
+            self._rescan()
+
+    def _rescan(self) -> None:
+        self._listed = time.monotonic()
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            names = []
+        self._peers = [n for n in names if n != self.name and not n.startswith(".")]
+
+    def _queue(self, peer: str, notes: tuple[tuple[str, str], ...]) -> None:
+        lines = self._pending.setdefault(peer, [])
+        for topic, data in notes:
+            line = f"{topic}\t{data}"
+            if topic in _ORDERED or line not in lines:
+                lines.append(line)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            try:
+                asyncio.get_running_loop().call_soon(self._flush)
+            except RuntimeError:  # no loop (called from a thread): send now
+                self._flush()
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        pending, self._pending = self._pending, {}
+        sock = self._sock
+        if sock is None:
+            return
+        for peer, lines in pending.items():
+            for payload in _chunks(lines):
+                if not self._send(sock, peer, payload):
+                    break
+
+    def _send(self, sock: socket.socket, peer: str, payload: bytes) -> bool:
+        try:
+            sock.sendto(payload, self._address(peer))
+        except BlockingIOError:
+            self.dropped += 1
+            return True
+        except (ConnectionRefusedError, FileNotFoundError):
+            self.dropped += 1
+            self._forget(peer, stale=True)
+            return False
+        except OSError as exc:
+            self.dropped += 1
+            log.debug("wake-up to %s failed: %s", peer, exc)
+            return False
+        self.sent += 1
+        return True
+
+    def _forget(self, peer: str, *, stale: bool) -> None:
+        with contextlib.suppress(ValueError):
+            self._peers.remove(peer)
+        if stale:  # nobody reads it: a killed process's marker
+            with contextlib.suppress(OSError):
+                os.unlink(self.directory / peer)
+
+    # -- receiving -----------------------------------------------------------------------
+
+    def _receive(self) -> None:
+        sock = self._sock
+        while sock is not None:
+            try:
+                payload, sender = sock.recvfrom(1 << 17)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.debug("wake-up receive failed: %s", exc)
+                return
+            address = sender.decode(errors="replace") if isinstance(sender, bytes) else sender
+            peer = address.removeprefix(self._prefix) if isinstance(address, str) else ""
+            for line in payload.decode(errors="replace").split("\n"):
+                topic, _, data = line.partition("\t")
+                for handler in self._handlers.get(topic, ()):
+                    try:
+                        handler(data, peer)
+                    except Exception:
+                        log.exception("wake-up handler failed topic=%s", topic)
+
+
+def _chunks(lines: list[str]) -> list[bytes]:
+    """The lines joined into datagrams of at most `_MAX_DATAGRAM` bytes (a longer line
+    goes alone: the kernel refuses it if it is too long, and the poll covers it)."""
+    chunks: list[bytes] = []
+    current: list[bytes] = []
+    size = 0
+    for line in lines:
+        data = line.encode()
+        if current and size + len(data) + 1 > _MAX_DATAGRAM:
+            chunks.append(b"\n".join(current))
+            current, size = [], 0
+        current.append(data)
+        size += len(data) + 1
+    if current:
+        chunks.append(b"\n".join(current))
+    return chunks

@@ -1,0 +1,451 @@
+"""The supervisor of the role processes (``gateway.processes = "multi"``).
+
+``familiar gateway`` starts the roles as child processes (``python -m gateway.daemon
+--role ROLE``): one ``channels`` (the channels, the control socket and HTTP), one
+``scheduler`` (fires only while it holds the leader lease) and ``gateway.agent_workers``
+``agent`` workers. The bus and the store are the only state they share.
+
+- A child that dies is restarted: at once after a long run, else after a backoff
+  that doubles from 0.5 s up to ``gateway.restart_backoff_max``. One that died
+  ``gateway.crash_loop_restarts`` times in a row, each soon after its start, is
+  reported ``crash-loop`` (log, ``familiar status``, systemd ``STATUS=``) and keeps
+  being retried at the longest backoff; the supervisor and the other roles stay up.
+- Children report to the supervisor with the sd_notify protocol on a socket of its
+  own: ``READY=1`` once started, ``WATCHDOG=1`` every few seconds from their event
+  loop. A child whose loop stops pinging is killed and restarted.
+- Only the supervisor talks to systemd: ``READY=1`` once every child is ready,
+  ``WATCHDOG=1`` only while every child is healthy, ``STATUS=`` with the summary.
+- SIGTERM or SIGINT stops every child with SIGTERM (each drains gracefully), kills
+  those still running after ``agent.shutdown_grace`` + ``gateway.child_stop_timeout``,
+  and exits 0. Children also stop by themselves when the supervisor vanishes (they
+  watch a pipe it holds open).
+- A child that exits with 78 (bad configuration) before it was ever ready stops the
+  supervisor with 78: restarting cannot fix a config file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.errors import ConfigError
+from gateway.config import CONFIG_FILE, FamiliarConfig, load_config, workspace_dir
+from gateway.home_files import secure_home
+from gateway.init import RUN_DIR, init_home
+from gateway.lock import LOCK_FILE, GatewayLocked, HomeLock
+from gateway.logging_setup import LogConfig, setup_logging
+from gateway.plugins import discover_channels
+from gateway.process_table import (
+    EX_CONFIG,
+    PARENT_FD_ENV,
+    SUPERVISED_ENV,
+    ProcessInfo,
+    ProcessState,
+    write_processes,
+)
+from gateway.systemd import sd_notify, watchdog_interval
+
+__all__ = ["CHILD_WATCHDOG_SECONDS", "Supervisor", "supervise_or_none"]
+
+log = logging.getLogger(__name__)
+
+CHILD_WATCHDOG_SECONDS = 10.0
+"""The watchdog period children are given: they ping every half of it."""
+_HUNG_AFTER = 3 * CHILD_WATCHDOG_SECONDS
+"""A ready child silent this long has a stuck event loop: it is killed."""
+_FIRST_BACKOFF = 0.5
+_READY_TIMEOUT = 120.0
+"""How long the supervisor waits for the channels role before starting the others."""
+_CREDS = struct.Struct("3i")
+
+
+def supervise_or_none(home: Path) -> int | None:
+    """Run the supervisor until stopped when the config says ``multi``.
+
+    Returns:
+        The exit status, or None when ``gateway.processes = "single"`` (the caller runs
+        everything in this process).
+    """
+    home = home.expanduser().absolute()
+    setup_logging(LogConfig())
+    plugins = discover_channels()
+    try:
+        if not (home / CONFIG_FILE).exists():
+            for line in init_home(home, channel_plugins=plugins):
+                log.info("first start: %s", line)
+        config = load_config(home, channel_plugins=plugins)
+    except ConfigError as exc:
+        print(f"familiar: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    except OSError as exc:
+        print(f"familiar: cannot prepare {home}: {exc}", file=sys.stderr)
+        return 1
+    if config.gateway.processes == "single":
+        return None
+    setup_logging(config.log)
+    return asyncio.run(Supervisor(home, config).run())
+
+
+@dataclass(eq=False)
+class _Child:
+    """One supervised role process and its restart history."""
+
+    role: str
+    name: str
+    """``channels``, ``scheduler``, ``agent-1``..."""
+    proc: asyncio.subprocess.Process | None = None
+    state: ProcessState = "starting"
+    ready: bool = False
+    restarts: int = 0
+    quick_deaths: int = 0
+    """Deaths in a row, each within ``crash_loop_window`` of the start."""
+    started_at: float | None = None
+    started_mono: float = 0.0
+    last_ping: float = 0.0
+    error: str | None = None
+    became_ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.returncode is None else None
+
+    @property
+    def healthy(self) -> bool:
+        return self.ready and self.state == "running"
+
+    def info(self) -> ProcessInfo:
+        return ProcessInfo(
+            role=self.role,
+            name=self.name,
+            pid=self.pid,
+            state=self.state,
+            restarts=self.restarts,
+            started_at=self.started_at,
+            error=self.error,
+        )
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops the role processes of one home.
+
+    Args:
+        home: the familiar home (absolute).
+        config: its configuration (``gateway`` section: workers, backoff).
+        python: the interpreter the children run under.
+    """
+
+    def __init__(self, home: Path, config: FamiliarConfig, *, python: str = sys.executable):
+        self.home = home
+        self.config = config
+        self.python = python
+        self.run_dir = home / RUN_DIR
+        gw = config.gateway
+        self.children = [
+            _Child("channels", "channels"),
+            _Child("scheduler", "scheduler"),
+            *(_Child("agent", f"agent-{i}") for i in range(1, gw.worker_count() + 1)),
+        ]
+        self.stopping = False
+        self.exit_code = 0
+        self._stop = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._writing = asyncio.Lock()
+        self._notify: socket.socket | None = None
+        self._notify_name = f"@familiar-supervisor/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        self._parent_r = -1
+        self._parent_w = -1
+        self._announced_ready = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- the run ---------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        lock = HomeLock(self.run_dir / LOCK_FILE)
+        try:
+            await asyncio.to_thread(secure_home, self.home, workspace_dir(self.home, self.config))
+            await asyncio.to_thread(lock.acquire, self.home)
+        except (GatewayLocked, OSError) as exc:
+            print(f"familiar: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 1
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        self._parent_r, self._parent_w = os.pipe()
+        try:
+            self._open_notify()
+            sd_notify("STATUS=starting the role processes")
+            await self._serve()
+        finally:
+            await self._shutdown()  # a second SIGTERM meanwhile changes nothing
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            await asyncio.to_thread(lock.release)
+        return self.exit_code
+
+    async def _serve(self) -> None:
+        channels, others = self.children[0], self.children[1:]
+        self._tasks.append(asyncio.create_task(self._keep(channels), name="keep-channels"))
+        # The channels role opens (and migrates) the store first, and takes messages in.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_READY_TIMEOUT):
+                await _first(channels.became_ready.wait(), self._stop.wait())
+        if not self._stop.is_set():
+            for child in others:
+                self._tasks.append(
+                    asyncio.create_task(self._keep(child), name=f"keep-{child.name}")
+                )
+            self._tasks.append(asyncio.create_task(self._report_loop(), name="supervisor-report"))
+            self._tasks.append(asyncio.create_task(self._health_loop(), name="supervisor-health"))
+        await self._stop.wait()
+
+    async def _shutdown(self) -> None:
+        self.stopping = True
+        sd_notify("STOPPING=1\nSTATUS=stopping the role processes")
+        log.info("supervisor stopping children=%d", len(self.children))
+        for child in self.children:
+            if child.pid is not None:
+                child.state = "stopping"
+                with contextlib.suppress(ProcessLookupError):
+                    child.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        await self._publish()
+        limit = self.config.agent.shutdown_grace + self.config.gateway.child_stop_timeout
+        procs = [c.proc for c in self.children if c.proc is not None]
+        waits = [asyncio.create_task(p.wait()) for p in procs if p.returncode is None]
+        if waits:
+            _, late = await asyncio.wait(waits, timeout=limit)
+            if late:
+                for proc in procs:
+                    if proc.returncode is None:
+                        log.warning("child did not stop in %.0fs: killing pid=%d", limit, proc.pid)
+                        with contextlib.suppress(ProcessLookupError):
+                            proc.kill()
+                await asyncio.wait(late, timeout=10)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for child in self.children:
+            child.state = "stopped"
+        await self._publish()
+        self._close_notify()
+        for fd in (self._parent_r, self._parent_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        log.info("supervisor stopped")
+
+    # -- one child -------------------------------------------------------------------------
+
+    async def _keep(self, child: _Child) -> None:
+        """Run ``child``; restart it whenever it dies, with backoff, until stopping."""
+        gw = self.config.gateway
+        while not self.stopping:
+            try:
+                await self._spawn(child)
+            except OSError as exc:
+                log.error("cannot start role=%s: %s", child.name, exc)
+                code: int | None = None
+                child.error = f"cannot start: {exc}"
+            else:
+                assert child.proc is not None
+                code = await child.proc.wait()
+                child.error = _describe_exit(code)
+            if self.stopping:
+                return
+            ran = time.monotonic() - child.started_mono
+            if code == EX_CONFIG and not child.ready and child.restarts == 0:
+                log.error("role=%s refused the configuration: stopping", child.name)
+                self.exit_code = EX_CONFIG
+                self._stop.set()
+                return
+            child.ready = False
+            child.quick_deaths = child.quick_deaths + 1 if ran < gw.crash_loop_window else 1
+            delay = min(gw.restart_backoff_max, _FIRST_BACKOFF * 2 ** (child.quick_deaths - 1))
+            looping = child.quick_deaths >= gw.crash_loop_restarts
+            child.state = "crash-loop" if looping else "backoff"
+            (log.error if looping else log.warning)(
+                "role=%s pid=%s %s after %.1fs; restart in %.1fs (quick deaths in a row: %d)%s",
+                child.name,
+                child.proc.pid if child.proc is not None else "-",
+                child.error,
+                ran,
+                delay,
+                child.quick_deaths,
+                " CRASH LOOP" if looping else "",
+            )
+            await self._publish()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._stop.wait()
+            child.restarts += 1
+
+    async def _spawn(self, child: _Child) -> None:
+        if child.state != "crash-loop":
+            child.state = "starting"
+        child.ready = False
+        child.became_ready.clear()
+        env = self._child_env()
+        child.proc = await asyncio.create_subprocess_exec(
+            self.python,
+            "-m",
+            "gateway.daemon",
+            "--home",
+            str(self.home),
+            "--role",
+            child.role,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            pass_fds=(self._parent_r,),
+            start_new_session=True,  # a terminal's Ctrl-C reaches the supervisor only
+        )
+        child.started_at = time.time()
+        child.started_mono = child.last_ping = time.monotonic()
+        log.info("started role=%s pid=%d", child.name, child.proc.pid)
+        await self._publish()
+
+    def _child_env(self) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS")
+        }
+        env["NOTIFY_SOCKET"] = self._notify_name
+        env["WATCHDOG_USEC"] = str(int(CHILD_WATCHDOG_SECONDS * 1_000_000))
+        env[SUPERVISED_ENV] = str(os.getpid())
+        env[PARENT_FD_ENV] = str(self._parent_r)
+        return env
+
+    # -- what the children say ---------------------------------------------------------------
+
+    def _open_notify(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        sock.bind("\0" + self._notify_name[1:])
+        self._notify = sock
+        asyncio.get_running_loop().add_reader(sock.fileno(), self._on_notify)
+
+    def _close_notify(self) -> None:
+        sock, self._notify = self._notify, None
+        if sock is not None:
+            asyncio.get_running_loop().remove_reader(sock.fileno())
+            sock.close()
+
+    def _on_notify(self) -> None:
+        sock = self._notify
+        while sock is not None:
+            try:
+                data, ancillary, _flags, _addr = sock.recvmsg(4096, socket.CMSG_SPACE(_CREDS.size))
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.warning("reading a child's notification failed: %s", exc)
+                return
+            pid = next(
+                (
+                    _CREDS.unpack(payload[: _CREDS.size])[0]
+                    for level, kind, payload in ancillary
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS
+                ),
+                None,
+            )
+            child = next((c for c in self.children if pid is not None and c.pid == pid), None)
+            if child is not None:
+                self._heard(child, data.decode(errors="replace"))
+
+    def _heard(self, child: _Child, message: str) -> None:
+        child.last_ping = time.monotonic()
+        fields = dict(line.partition("=")[::2] for line in message.split("\n") if "=" in line)
+        if fields.get("READY") == "1" and not child.ready:
+            child.ready = True
+            if not self.stopping:
+                child.state = "running"
+            child.became_ready.set()
+            log.info("role=%s pid=%s ready", child.name, child.pid)
+            self._changed.set()
+        if fields.get("STOPPING") == "1" and not self.stopping:
+            child.state = "stopping"
+            self._changed.set()
+
+    # -- reporting, health, systemd ------------------------------------------------------------
+
+    def summary(self) -> str:
+        """``channels running, scheduler running, agent 2/2 running (restarts 3)``."""
+        agents = [c for c in self.children if c.role == "agent"]
+        parts = [f"{c.name} {c.state}" for c in self.children if c.role != "agent"]
+        up = sum(c.healthy for c in agents)
+        bad = sorted({c.state for c in agents if not c.healthy})
+        parts.append(f"agent {up}/{len(agents)} running" + (f" ({', '.join(bad)})" if bad else ""))
+        restarts = sum(c.restarts for c in self.children)
+        return "; ".join(parts) + (f"; restarts {restarts}" if restarts else "")
+
+    async def _publish(self) -> None:
+        """Write the process table (what ``familiar status`` shows) and tell systemd."""
+        table = [c.info() for c in self.children]
+        try:
+            async with self._writing:  # one writer at a time: the table is replaced whole
+                await asyncio.to_thread(write_processes, self.run_dir, table)
+        except OSError as exc:
+            log.warning("cannot write the process table: %s", exc)
+        if self.stopping:
+            return
+        if not self._announced_ready and all(c.healthy for c in self.children):
+            self._announced_ready = True
+            sd_notify(f"READY=1\nSTATUS={self.summary()}")
+            log.info("gateway ready: %s", self.summary())
+        else:
+            sd_notify(f"STATUS={self.summary()}")
+
+    async def _report_loop(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            await self._publish()
+
+    async def _health_loop(self) -> None:
+        """Kill children whose event loop hangs; ping systemd while all are healthy."""
+        interval = watchdog_interval()
+        tick = min(interval, 1.0) if interval is not None else 1.0
+        last_ping = 0.0
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            for child in self.children:
+                if child.healthy and child.pid is not None and now - child.last_ping > _HUNG_AFTER:
+                    log.error("role=%s pid=%d stopped answering: killing it", child.name, child.pid)
+                    child.state = "backoff"
+                    with contextlib.suppress(ProcessLookupError):
+                        child.proc.kill()  # type: ignore[union-attr]
+            if (
+                interval is not None
+                and now - last_ping >= interval
+                and all(c.healthy for c in self.children)
+            ):
+                sd_notify("WATCHDOG=1")
+                last_ping = now
+
+
+async def _first(*waits: object) -> None:
+    tasks = [asyncio.ensure_future(w) for w in waits]  # type: ignore[call-overload]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"

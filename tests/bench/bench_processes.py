@@ -1,0 +1,415 @@
+"""The multi-process gateway: scale-out by agent workers, idle memory, wake-up latency.
+
+Run: ``PYTHONPATH=. .venv/bin/python -m tests.bench.bench_processes`` (defaults: 1000
+sessions x 1 message, 1, 2 and 4 agent workers, SQLite and PostgreSQL when reachable;
+``--sessions 50 --workers 1 --backends sqlite --pings 100`` is a quick run).
+
+- **throughput**: a spawned supervisor (``python -m gateway.daemon --home H``,
+  ``gateway.processes = "multi"``) with W agent workers (W = 0: the single-process
+  mode, for comparison), against the fake
+  OpenAI-compatible server (a separate process, ``--latency-ms`` per call, 200 by
+  default). N senders, one ``cli:`` session each, send one message each through the
+  control socket (``ControlClient``, no streaming) at once; the wall time runs from
+  the first send to the last reply. Every reply is checked (the echo of its own text)
+  and the fake's request count must equal N.
+- **idle RSS**: the resident memory of every process of the tree (supervisor and
+  children, from ``/proc``) once ready and idle, for ``single`` and for ``multi``
+  with 1 and 2 agent workers.
+- **wake-up latency**: one-way latency of a wake-up from this process to another
+  (a child process listening), over the Unix datagram sockets (SQLite's) and over
+  PostgreSQL NOTIFY; both clocks are the system-wide CLOCK_MONOTONIC. Pings are sent
+  one per event-loop iteration, 2 ms apart (no coalescing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+from core.bus.wake_pg import PgWakeups
+from core.bus.wake_socket import SocketWakeups
+from core.bus.wakeups import WakeupService
+from gateway.control.client import ControlClient, DaemonUnavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+CONNECTING = 100
+"""Senders between connecting and ``accepted`` at most (the socket's backlog is 128)."""
+
+
+def _env() -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FAMILIAR_", "NOTIFY_", "WATCHDOG_"))
+        and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    }
+    return {**env, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def _start_fake(latency_ms: int) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_openai", "--port", "0",
+         "--latency-ms", str(latency_ms)],
+        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("PORT "), line
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+
+def _write_config(home: Path, base_url: str, *, processes: str, workers: int, store: str) -> None:
+    store_table = f'[store]\nurl = "{store}"\n\n' if store else ""
+    (home / "config.toml").write_text(
+        f'{store_table}[provider]\nkind = "openai"\nbase_url = "{base_url}"\n'
+        'model = "fake-model"\napi_key = "sk-test"\n\n[http]\nport = 0\n\n'
+        "[agent]\nmax_concurrent_sessions = 2000\n\n"
+        f'[gateway]\nprocesses = "{processes}"\nagent_workers = {workers}\n'
+    )
+
+
+class _Gateway:
+    """A spawned ``python -m gateway.daemon --home HOME`` (supervisor or single)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        with (home / "daemon.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gateway.daemon", "--home", str(home)],
+                cwd=ROOT, env=_env(), stdout=log, stderr=log,
+            )  # fmt: skip
+
+    def pids(self) -> list[int]:
+        """The supervisor (or single process) and its children."""
+        try:
+            body = json.loads((self.home / "run" / "processes.json").read_text())
+        except (OSError, ValueError):
+            return [self.proc.pid]
+        return [self.proc.pid, *(p["pid"] for p in body["processes"] if p.get("pid"))]
+
+    async def wait_ready(self, *, multi: bool) -> float:
+        started = time.perf_counter()
+        async with asyncio.timeout(180), ControlClient(self.home) as client:
+            while True:
+                assert self.proc.poll() is None, (self.home / "daemon.log").read_text()[-3000:]
+                try:
+                    status = await client.status()
+                except DaemonUnavailable:
+                    await asyncio.sleep(0.1)
+                    continue
+                states = {p.get("state") for p in status.get("processes") or []}
+                if not multi or states == {"running"}:
+                    return time.perf_counter() - started
+                await asyncio.sleep(0.1)
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _roles(home: Path, supervisor: int) -> dict[str, int]:
+    """Role name -> pid (the single process is ``single``)."""
+    try:
+        body = json.loads((home / "run" / "processes.json").read_text())
+    except (OSError, ValueError):
+        return {"single": supervisor}
+    return {p["name"]: p["pid"] for p in body["processes"] if p.get("pid")}
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+# -- throughput --------------------------------------------------------------------------
+
+
+async def _send(home: Path, key: str, text: str, gate: asyncio.Semaphore) -> dict[str, Any]:
+    async with ControlClient(home) as client:
+        await gate.acquire()
+        connecting = True
+        reply: dict[str, Any] = {}
+        try:
+            async for line in client.send(key, text, stream=False, timeout=300):
+                item = line.model_dump()
+                if item.get("type") == "accepted":
+                    gate.release()
+                    connecting = False
+                elif item.get("type") in ("reply", "timeout"):
+                    reply = item
+        finally:
+            if connecting:
+                gate.release()
+    return {"key": key, "text": text, "reply": reply, "t1": time.perf_counter()}
+
+
+async def _fake_requests(base_url: str) -> int:
+    import aiohttp
+
+    root = base_url.removesuffix("/v1")
+    async with aiohttp.ClientSession() as http, http.get(f"{root}/_fake/stats") as r:
+        body = await r.json()
+    return int(body["requests"])
+
+
+async def throughput(
+    *, base_url: str, backend: str, store: str, workers: int, sessions: int
+) -> dict[str, Any]:
+    home = Path(tempfile.mkdtemp(prefix="fam-bp-", dir="/tmp"))
+    try:
+        mode = "single" if workers == 0 else "multi"
+        _write_config(home, base_url, processes=mode, workers=max(workers, 1), store=store)
+        gateway = _Gateway(home)
+        try:
+            ready = await gateway.wait_ready(multi=mode == "multi")
+            before = await _fake_requests(base_url)
+            roles = _roles(home, gateway.proc.pid)
+            cpu_before = {name: _cpu_s(pid) for name, pid in roles.items()}
+            gate = asyncio.Semaphore(CONNECTING)
+            t0 = time.perf_counter()
+            results = await asyncio.gather(
+                *(_send(home, f"cli:bench{i}", f"hello {i}", gate) for i in range(sessions))
+            )
+            wall = max(r["t1"] for r in results) - t0
+            cpu = {name: _cpu_s(pid) - cpu_before[name] for name, pid in roles.items()}
+            served = await _fake_requests(base_url) - before
+        finally:
+            code = gateway.stop()
+        wrong = [r for r in results if r["reply"].get("text") != f"echo: {r['text']}"]
+        assert not wrong, f"{len(wrong)} wrong or missing replies, e.g. {wrong[:2]}"
+        assert served == sessions, f"the fake served {served} calls for {sessions} messages"
+        latencies = sorted(r["t1"] - t0 for r in results)
+        return {
+            "backend": backend,
+            "workers": workers or "single",
+            "sessions": sessions,
+            "replies": len(results) - len(wrong),
+            "llm_calls": served,
+            "wall_s": round(wall, 3),
+            "msg_per_s": round(sessions / wall, 1),
+            "p50_s": round(_pct(latencies, 50), 3),
+            "p99_s": round(_pct(latencies, 99), 3),
+            "ready_s": round(ready, 2),
+            "cpu_ms_per_msg": {n: round(c * 1000 / sessions, 2) for n, c in sorted(cpu.items())},
+            "exit": code,
+        }
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# -- idle memory -------------------------------------------------------------------------
+
+
+async def idle_rss(*, base_url: str, processes: str, workers: int) -> dict[str, Any]:
+    home = Path(tempfile.mkdtemp(prefix="fam-bp-", dir="/tmp"))
+    try:
+        _write_config(home, base_url, processes=processes, workers=workers, store="")
+        gateway = _Gateway(home)
+        try:
+            ready = await gateway.wait_ready(multi=processes == "multi")
+            await asyncio.sleep(3)  # idle
+            per = {pid: _rss_mib(pid) for pid in gateway.pids()}
+        finally:
+            gateway.stop()
+        return {
+            "mode": processes if processes == "single" else f"multi, {workers} agent worker(s)",
+            "processes": len(per),
+            "rss_total_mib": round(sum(per.values()), 1),
+            "rss_each_mib": [round(v, 1) for v in per.values()],
+            "ready_s": round(ready, 2),
+        }
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# -- wake-up latency ---------------------------------------------------------------------
+
+
+def _wakeups(kind: str, target: str) -> WakeupService:
+    return SocketWakeups(Path(target)) if kind == "socket" else PgWakeups(target)
+
+
+async def _wake_child(kind: str, target: str, count: int) -> None:
+    """The listening process: records each ping's one-way latency, prints them at the end."""
+    wake = _wakeups(kind, target)
+    done = asyncio.Event()
+    latencies: list[float] = []
+
+    def ping(data: str, _peer: str) -> None:
+        latencies.append((time.monotonic_ns() - int(data)) / 1e6)
+        if len(latencies) >= count:
+            done.set()
+
+    wake.on("ping", ping)
+    await wake.start()
+    print("READY", flush=True)
+    try:
+        async with asyncio.timeout(120):
+            await done.wait()
+    finally:
+        await wake.stop()
+    print(json.dumps(latencies), flush=True)
+
+
+async def wake_latency(kind: str, target: str, pings: int) -> dict[str, Any]:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.bench.bench_processes", "--wake-child", kind, target,
+        "--pings", str(pings), cwd=ROOT, env=_env(), stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    line = await asyncio.wait_for(child.stdout.readline(), 60)
+    assert line.strip() == b"READY", line
+    wake = _wakeups(kind, target)
+    await wake.start()
+    try:
+        await asyncio.sleep(0.5)  # the child's hello arrived, it is a known peer
+        for _ in range(pings):
+            wake.announce(("ping", str(time.monotonic_ns())))
+            await asyncio.sleep(0.002)
+        out = await asyncio.wait_for(child.stdout.read(), 120)
+    finally:
+        await wake.stop()
+        await child.wait()
+    latencies: list[float] = json.loads(out)
+    assert len(latencies) == pings, f"{len(latencies)} of {pings} pings arrived"
+    return {
+        "channel": "unix datagram" if kind == "socket" else "postgresql notify",
+        "pings": pings,
+        "received": len(latencies),
+        "p50_ms": round(_pct(latencies, 50), 3),
+        "p99_ms": round(_pct(latencies, 99), 3),
+        "max_ms": round(max(latencies), 3),
+    }
+
+
+# -- main --------------------------------------------------------------------------------
+
+
+def _print(title: str, rows: list[dict[str, Any]]) -> None:
+    print(f"\n{title}")
+    for row in rows:
+        print("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
+
+
+async def _with_pg(run: Callable[[str], Any]) -> Any:
+    """Run ``run(url)`` on a fresh PostgreSQL database; None when PG is unreachable."""
+    from tests.conftest import fresh_pg_database
+
+    context: AbstractAsyncContextManager[str] = fresh_pg_database()
+    try:
+        url = await context.__aenter__()
+    except BaseException as exc:  # pytest.skip raises a BaseException
+        print(f"(PostgreSQL skipped: {exc})")
+        return None
+    try:
+        return await run(url)
+    finally:
+        await context.__aexit__(None, None, None)
+
+
+async def _throughput_row(
+    args: argparse.Namespace, base_url: str, backend: str, workers: int
+) -> dict[str, Any] | None:
+    def run(store: str) -> Any:
+        return throughput(
+            base_url=base_url, backend=backend, store=store, workers=workers, sessions=args.sessions
+        )
+
+    if backend == "sqlite":
+        row: dict[str, Any] = await run("")
+        return row
+    found: dict[str, Any] | None = await _with_pg(run)
+    return found
+
+
+async def _main(args: argparse.Namespace) -> None:
+    fake, base_url = _start_fake(args.latency_ms)
+    try:
+        if "wake" in args.parts:
+            rows = []
+            with tempfile.TemporaryDirectory(prefix="fam-wake-") as tmp:
+                rows.append(await wake_latency("socket", str(Path(tmp) / "wake"), args.pings))
+            if "postgres" in args.backends:
+                pg = await _with_pg(lambda url: wake_latency("pg", url, args.pings))
+                if pg is not None:
+                    rows.append(pg)
+            _print("cross-process wake-up latency (one way)", rows)
+        if "rss" in args.parts:
+            rows = [await idle_rss(base_url=base_url, processes="single", workers=1)]
+            for workers in (1, 2):
+                rows.append(await idle_rss(base_url=base_url, processes="multi", workers=workers))
+            _print("idle RSS of the process tree", rows)
+        if "throughput" in args.parts:
+            rows = []
+            for backend in args.backends:
+                for workers in args.workers:
+                    row = await _throughput_row(args, base_url, backend, workers)
+                    if row is not None:
+                        rows.append(row)
+            _print(f"{args.sessions} sessions x 1 message, {args.latency_ms} ms per LLM call", rows)
+    finally:
+        fake.terminate()
+        fake.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[0, 1, 2, 4],
+        help="agent workers per run; 0 = the single-process mode (the baseline)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--backends", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"]
+    )
+    parser.add_argument(
+        "--parts", nargs="+", default=["wake", "rss", "throughput"],
+        choices=["wake", "rss", "throughput"],
+    )  # fmt: skip
+    parser.add_argument("--latency-ms", type=int, default=200)
+    parser.add_argument("--pings", type=int, default=1000)
+    parser.add_argument("--wake-child", nargs=2, metavar=("KIND", "TARGET"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.wake_child:
+        asyncio.run(_wake_child(args.wake_child[0], args.wake_child[1], args.pings))
+        return
+    asyncio.run(_main(args))
+
+
+if __name__ == "__main__":
+    main()

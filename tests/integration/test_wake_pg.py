@@ -1,0 +1,100 @@
+"""Wake-ups between processes over PostgreSQL LISTEN/NOTIFY (a real server)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from core.bus.ephemeral import EphemeralHub
+from core.bus.sql import SqlBus
+from core.bus.wake_pg import PgWakeups
+from core.messages import Delivery, InboundMessage, OutboundMessage, StreamDelta
+from core.store.engine import Store
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+async def pair(pg_url: str) -> AsyncIterator[tuple[PgWakeups, PgWakeups]]:
+    a, b = PgWakeups(pg_url), PgWakeups(pg_url)
+    await a.start()
+    await b.start()
+    try:
+        yield a, b
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_notes_reach_the_others_and_targeted_notes_only_their_peer(
+    pair: tuple[PgWakeups, PgWakeups], pg_url: str
+) -> None:
+    a, b = pair
+    third = PgWakeups(pg_url)
+    await third.start()
+    try:
+        got: dict[str, list[tuple[str, str]]] = {"a": [], "b": [], "third": []}
+        for name, w in (("a", a), ("b", b), ("third", third)):
+            w.on("outbound", lambda data, peer, name=name: got[name].append((data, peer)))
+        a.announce(("outbound", "slack"))
+        await eventually(lambda: got["b"] and got["third"], timeout=10)
+        assert got["b"] == got["third"] == [("slack", a.name)] and got["a"] == []
+        b.send_to(a.name, ("outbound", "only-a"))
+        await eventually(lambda: got["a"], timeout=10)
+        await asyncio.sleep(0.2)
+        assert got["a"] == [("only-a", b.name)] and got["third"] == [("slack", a.name)]
+    finally:
+        await third.stop()
+
+
+async def test_a_settle_in_one_process_wakes_a_reply_waiter_in_another(
+    pair: tuple[PgWakeups, PgWakeups], pg_url: str
+) -> None:
+    a, b = pair
+    stores = [Store(url=pg_url), Store(url=pg_url)]
+    for s in stores:
+        await s.open()
+    try:
+        agent, front = SqlBus(store=stores[0]), SqlBus(store=stores[1])
+        agent.connect(a)
+        front.connect(b)
+        front.reply_poll_interval = 60.0  # only the wake-up can end the wait in time
+        message = InboundMessage(
+            session_key="cli:x", text="hi", delivery=Delivery(channel="cli", chat_id="x")
+        )
+        await front.publish_inbound(message)
+        waiter = asyncio.create_task(front.wait_reply(message.id, timeout=30))
+        (claim,) = await agent.claim(owner="w", limit=1, lease_seconds=30)
+        await asyncio.sleep(0.2)  # the waiter has read the store and sleeps
+        await agent.settle(
+            claim.message.id, owner="w", reply=OutboundMessage.answering(message, "yo")
+        )
+        async with asyncio.timeout(10):
+            reply = await waiter
+        assert reply is not None and reply.text == "yo"
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_ephemerals_stream_to_the_subscribing_process(
+    pair: tuple[PgWakeups, PgWakeups],
+) -> None:
+    a, b = pair
+    agent, front = EphemeralHub(), EphemeralHub()
+    agent.connect(a)
+    front.connect(b)
+    delivery = Delivery(channel="cli", chat_id="c")
+    async with front.subscribe("m1") as sub:
+        await eventually(lambda: agent.has_subscribers("m1"), timeout=10)
+        for text in ("str", "eam"):
+            agent.emit(
+                StreamDelta(inbound_id="m1", session_key="cli:c", delivery=delivery, text=text)
+            )
+        received = ""
+        async with asyncio.timeout(10):
+            while received != "stream":
+                received += (await sub.get()).text

@@ -1,0 +1,124 @@
+"""Wake-ups between processes over Unix datagram sockets (real sockets, one process)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.bus.ephemeral import EphemeralHub
+from core.bus.wake_socket import SocketWakeups
+from core.messages import Delivery, Progress, StreamDelta
+from tests.waiting import eventually
+
+
+@pytest.fixture
+async def pair(tmp_path: Path) -> AsyncIterator[tuple[SocketWakeups, SocketWakeups]]:
+    a, b = SocketWakeups(tmp_path / "wake"), SocketWakeups(tmp_path / "wake")
+    await a.start()
+    await b.start()
+    try:
+        yield a, b
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_a_note_reaches_every_other_process_and_names_its_sender(
+    pair: tuple[SocketWakeups, SocketWakeups],
+) -> None:
+    a, b = pair
+    got: list[tuple[str, str]] = []
+    b.on("outbound", lambda data, peer: got.append((data, peer)))
+    a.on("outbound", lambda data, peer: got.append(("self!", peer)))
+    a.announce(("outbound", "slack"))
+    await eventually(lambda: got == [("slack", a.name)], timeout=10)
+    await asyncio.sleep(0.05)
+    assert got == [("slack", a.name)]  # never delivered to the sender itself
+
+
+async def test_repeated_notes_of_one_iteration_are_coalesced(
+    pair: tuple[SocketWakeups, SocketWakeups],
+) -> None:
+    a, b = pair
+    inbound: list[str] = []
+    deltas: list[str] = []
+    b.on("inbound", lambda data, _peer: inbound.append(data))
+    b.on("eph", lambda data, _peer: deltas.append(data))
+    await asyncio.sleep(0)  # the hellos of start() are flushed
+    sent = a.sent
+    for _ in range(500):
+        a.announce(("inbound", ""))
+    for text in ("x", "x", "y"):
+        a.send_to(b.name, ("eph", text))
+    await eventually(lambda: len(deltas) == 3, timeout=10)
+    assert inbound == [""]
+    assert deltas == ["x", "x", "y"]  # ordered topics are never deduplicated
+    assert a.sent - sent == 1  # one datagram for the whole burst
+
+
+async def test_a_dead_process_marker_is_dropped_by_the_first_sender(tmp_path: Path) -> None:
+    wake = tmp_path / "wake"
+    a = SocketWakeups(wake)
+    await a.start()
+    try:
+        (wake / f"{os.getpid()}-deadbeef").touch()  # a killed process left its marker
+        a.announce(("inbound", ""))
+        await eventually(lambda: not (wake / f"{os.getpid()}-deadbeef").exists(), timeout=10)
+        assert a.dropped >= 1
+        assert sorted(p.name for p in wake.iterdir()) == [a.name]
+    finally:
+        await a.stop()
+    assert list(wake.iterdir()) == []
+
+
+def _delta(message_id: str, text: str) -> StreamDelta:
+    delivery = Delivery(channel="cli", chat_id="c")
+    return StreamDelta(inbound_id=message_id, session_key="cli:c", delivery=delivery, text=text)
+
+
+async def test_ephemerals_cross_to_the_process_that_subscribed(
+    pair: tuple[SocketWakeups, SocketWakeups],
+) -> None:
+    a, b = pair
+    agent, front = EphemeralHub(), EphemeralHub()
+    agent.connect(a)
+    front.connect(b)
+    async with front.subscribe("m1") as sub:
+        await eventually(lambda: agent.has_subscribers("m1"), timeout=10)
+        assert not agent.has_subscribers("m2")
+        agent.emit(_delta("m1", "Hel"))
+        agent.emit(_delta("m2", "not asked for"))
+        agent.emit(_delta("m1", "lo"))
+        progress = Progress(
+            inbound_id="m1", session_key="cli:c", delivery=_delta("m1", "").delivery, text="t"
+        )
+        agent.emit(progress)
+        deltas: list[str] = []
+        async with asyncio.timeout(10):
+            while not isinstance(item := await sub.get(), Progress):
+                deltas.append(item.text)
+        assert "".join(deltas) == "Hello"  # in order, only m1's, the progress note last
+    await eventually(lambda: not agent.has_subscribers("m1"), timeout=10)
+
+
+async def test_a_process_that_starts_later_learns_the_subscriptions(tmp_path: Path) -> None:
+    front_wake = SocketWakeups(tmp_path / "wake")
+    await front_wake.start()
+    front = EphemeralHub()
+    front.connect(front_wake)
+    try:
+        async with front.subscribe("m1"):
+            agent_wake = SocketWakeups(tmp_path / "wake")
+            agent = EphemeralHub()
+            agent.connect(agent_wake)
+            await agent_wake.start()  # its hello makes the front send its subscriptions
+            try:
+                await eventually(lambda: agent.has_subscribers("m1"), timeout=10)
+            finally:
+                await agent_wake.stop()
+    finally:
+        await front_wake.stop()
