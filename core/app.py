@@ -99,7 +99,7 @@ class CoreApp:
         if self.memory.semantic is not None:
             await self.memory.semantic.start()
         await self.compaction.start()
-        self.mcp.start()  # connects in the background: a bad server never blocks start
+        self.mcp.start()  # eager servers, in the background: a bad one never blocks start
 
     async def stop(self, *, grace: float | None = None) -> None:
         await self.approvals.stop()
@@ -230,6 +230,9 @@ async def build_core(
         summary_max_chars=agent.context.summary_max_chars,
         owner=owner,
     )
+    mcp_manager = McpManager(
+        config=mcp or McpConfig(), registry=registry, cwd=home or workspace.parent
+    )
     turn_services = TurnServices(
         store=store,
         inbox=bus,
@@ -247,6 +250,7 @@ async def build_core(
         notices=approvals,
         hooks=hook_runner,
         profiles=task_registry.profiles,
+        before_tools=mcp_manager.first_use if mcp_manager.connections else None,
     )
     runtime = AgentRuntime(
         inbox=bus,
@@ -282,6 +286,6 @@ async def build_core(
         memory_files=MemoryFileIndexer(store=store, workspace=workspace, config=memory),
         compaction=compaction,
         hooks=hook_runner,
-        mcp=McpManager(config=mcp or McpConfig(), registry=registry, cwd=home or workspace.parent),
+        mcp=mcp_manager,
         tasks=task_registry,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -118,3 +119,5 @@ class TurnServices:
     """Lifecycle hooks (``[hooks]``); None: none run, at no cost."""
     profiles: TurnProfiles | None = None
     """Subagent sessions' agent type, tools, depth and instructions."""
+    before_tools: Callable[[], Awaitable[None]] | None = None
+    """Awaited before a turn lists its tools (MCP servers start on first use)."""

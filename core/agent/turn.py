@@ -263,6 +263,8 @@ class TurnHandler:
             deps=s.tool_deps,
             capacity=control.capacity,
         )
+        if s.before_tools is not None:
+            await s.before_tools()
         specs = s.tools.specs(ctx=tool_context)
         system = await s.context.system_prompt(
             session_key=state.key,

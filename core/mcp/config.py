@@ -31,6 +31,8 @@ class McpServerConfig(BaseModel):
         headers: HTTP headers sent with every request (``Authorization`` ...; masked
             when config is shown).
         enabled: connect to it at all.
+        eager: start it with the gateway; otherwise (the default) it starts when the
+            first turn needs the tools (`McpConfig.first_turn_wait`).
         timeout: seconds one tool call may take.
         tools: fnmatch patterns of the server's tool names offered to the model
             (``None``: all of them).
@@ -48,6 +50,7 @@ class McpServerConfig(BaseModel):
     url: str | None = None
     headers: dict[str, SecretStr] = Field(default_factory=dict)
     enabled: bool = True
+    eager: bool = False
     timeout: float = Field(default=60.0, gt=0)
     tools: list[str] | None = None
     source: str = "config.toml"
@@ -121,6 +124,8 @@ class McpConfig(BaseModel):
             ``$FAMILIAR_HOME/mcp.json``.
         max_output: characters of a tool result kept (head and tail, with a marker).
         connect_timeout: seconds a server has to start and list its tools.
+        first_turn_wait: seconds the first turn waits for the servers started lazily
+            for it to list their tools (a slower server's tools come in later turns).
         restart_backoff: seconds before the first restart of a failed server; doubles
             on each further failure up to ``max_restart_backoff``.
         max_restart_backoff: the longest wait between restarts.
@@ -133,6 +138,7 @@ class McpConfig(BaseModel):
     import_files: bool = True
     max_output: int = Field(default=16_000, ge=100)
     connect_timeout: float = Field(default=30.0, gt=0)
+    first_turn_wait: float = Field(default=10.0, ge=0)
     restart_backoff: float = Field(default=0.5, gt=0)
     max_restart_backoff: float = Field(default=60.0, gt=0)
     server: McpServeConfig = Field(default_factory=McpServeConfig)

@@ -124,6 +124,11 @@ class McpConnection:
             self._task = None
         self.state = ServerState.STOPPED
 
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called (and not undone by :meth:`stop`)."""
+        return self._task is not None
+
     async def wait_settled(self, timeout: float) -> bool:
         """Wait until the first connection attempt ended; True when the server is ready."""
         with contextlib.suppress(TimeoutError):

@@ -63,23 +63,39 @@ class McpManager:
             for name, server in config.servers.items()
         }
         self._registered: dict[str, list[str]] = {}
+        self._first_use: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        """Start connecting every enabled server (in the background)."""
+    def start(self, *, every: bool = False) -> None:
+        """Start connecting (in the background) the enabled servers marked ``eager``, or
+        ``every`` enabled one; the others start at :meth:`first_use`."""
         for connection in self.connections.values():
-            if connection.config.enabled:
+            if connection.config.enabled and (every or connection.config.eager):
                 connection.start()
+
+    async def first_use(self) -> None:
+        """Before a turn offers tools: start the lazy servers the first time, and wait
+        (at most ``first_turn_wait``) for them to list their tools. Concurrent first
+        turns share the one wait; later turns return at once."""
+        if self._first_use is None:
+            self.start(every=True)
+            self._first_use = asyncio.create_task(
+                self.wait_settled(self.config.first_turn_wait), name="mcp:first-use"
+            )
+        if not self._first_use.done():
+            await asyncio.shield(self._first_use)
 
     async def stop(self) -> None:
         """Close every connection (stdio servers are terminated) and drop their tools."""
+        if self._first_use is not None:
+            self._first_use.cancel()
         await asyncio.gather(*(c.stop() for c in self.connections.values()))
         for name in list(self._registered):
             self._unregister(name)
 
     async def wait_settled(self, timeout: float) -> None:
-        """Wait (at most ``timeout``) until every enabled server first connected or failed."""
+        """Wait (at most ``timeout``) until every started server first connected or failed."""
         await asyncio.gather(
-            *(c.wait_settled(timeout) for c in self.connections.values() if c.config.enabled)
+            *(c.wait_settled(timeout) for c in self.connections.values() if c.started)
         )
 
     def status(self) -> list[ServerStatus]:

@@ -61,7 +61,7 @@ async def _probe(mcp: McpConfig, home: Path) -> list[dict[str, Any]]:
     from core.tools.registry import ToolRegistry
 
     manager = McpManager(config=mcp, registry=ToolRegistry(), cwd=home)
-    manager.start()
+    manager.start(every=True)
     try:
         await manager.wait_settled(mcp.connect_timeout)
         return [asdict(s) for s in manager.status()]

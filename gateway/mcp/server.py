@@ -137,13 +137,19 @@ class _GatewayTools:
         """Cancel a schedule by its id."""
         return await self._ask(lambda c: c.cancel_schedule(id))
 
+    async def tasks_list(self, owner: str | None = None) -> list[dict[str, Any]]:
+        """The subagents, newest first (of one parent session when ``owner`` is given):
+        id, agent type, status, mode, parent session and progress."""
+        key = _key(owner) if owner else None
+        return await self._ask(lambda c: c.tasks(owner=key))
+
 
 def build_mcp_server(home: Path, config: McpServeConfig) -> MCPServer:
     """The MCP server of ``familiar mcp serve``, for the gateway of ``home``."""
     server = MCPServer(
         "familiar",
         instructions="Talk to the familiar assistant gateway: send messages, read "
-        "sessions, manage scheduled prompts.",
+        "sessions, manage scheduled prompts, list subagents.",
         log_level="WARNING",
     )
     tools = _GatewayTools(home, config)
@@ -154,6 +160,7 @@ def build_mcp_server(home: Path, config: McpServeConfig) -> MCPServer:
         tools.schedule_add,
         tools.schedule_list,
         tools.schedule_cancel,
+        tools.tasks_list,
     ):
         server.add_tool(fn)
     return server

@@ -51,7 +51,7 @@ async def _measure(
     manager = McpManager(
         config=McpConfig(servers={"bench": server}), registry=registry, cwd=workspace
     )
-    manager.start()
+    manager.start(every=True)
     try:
         await manager.wait_settled(60)
         if "mcp__bench__echo" not in registry:

@@ -16,9 +16,10 @@ MODULE = "tests.fakes.mcp_tools_server"
 
 
 def stdio_server(**overrides: Any) -> McpServerConfig:
-    """A stdio definition of the fake server (``env`` overrides are added to PYTHONPATH)."""
+    """A stdio definition of the fake server (``env`` overrides are added to PYTHONPATH);
+    ``eager`` unless overridden, so tests that wait for it at start need no first turn."""
     env = {"PYTHONPATH": str(ROOT), **overrides.pop("env", {})}
-    fields: dict[str, Any] = {"cwd": str(ROOT), **overrides}
+    fields: dict[str, Any] = {"cwd": str(ROOT), "eager": True, **overrides}
     return McpServerConfig(command=sys.executable, args=["-m", MODULE], env=env, **fields)
 
 

@@ -37,7 +37,7 @@ async def manager(
     registry = ToolRegistry(policy=ToolPolicy(config=policy) if policy else None)
     config = McpConfig(servers=servers, restart_backoff=0.1)
     mgr = McpManager(config=config, registry=registry, cwd=tmp_path)
-    mgr.start()
+    mgr.start(every=True)
     try:
         await mgr.wait_settled(60)
         yield mgr, registry
@@ -285,7 +285,7 @@ async def test_stopping_does_not_wait_for_a_server_that_never_answers(tmp_path: 
         registry=registry,
         cwd=tmp_path,
     )
-    mgr.start()
+    mgr.start(every=True)
     await eventually(lambda: mgr.connections["silent"].state == "starting", what="starting")
     async with asyncio.timeout(60):  # far below connect_timeout
         await mgr.stop()

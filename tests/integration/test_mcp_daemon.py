@@ -25,6 +25,9 @@ from tests.waiting import eventually
 
 TOKEN = "gateway-mcp-token"
 SERVERS = f"""
+[mcp]
+first_turn_wait = 60
+
 [mcp.servers.fake]
 command = "{sys.executable}"
 args = ["-m", "{MODULE}"]
@@ -49,13 +52,18 @@ async def test_gateway_offers_mcp_tools_and_reports_broken_servers(daemon_home: 
         fake.script(ToolCalls((("mcp__fake__echo", {"text": "via mcp"}),)), "done")
         async with running(home) as gw:
 
+            async def states() -> dict[str, str]:
+                return {s["name"]: s["state"] for s in (await gw.get("/v1/status"))["mcp"]}
+
+            # Lazy (no `eager`): nothing runs until a turn needs the tools ...
+            assert await states() == {"fake": "stopped", "broken": "stopped"}
+            lines = await gw.send("use the tool")
+            assert lines[-1]["text"] == "done"  # ... and that first turn could use them
+
             async def settled() -> bool:
-                states = {s["name"]: s["state"] for s in (await gw.get("/v1/status"))["mcp"]}
-                return states == {"fake": "ready", "broken": "failed"}
+                return await states() == {"fake": "ready", "broken": "failed"}
 
             await eventually(settled, timeout=60, what="mcp servers settled")
-            lines = await gw.send("use the tool")
-            assert lines[-1]["text"] == "done"
             status = await gw.get("/v1/status")
             readyz = f"http://{status['http']}/readyz"
             async with aiohttp.ClientSession() as http, http.get(readyz) as response:

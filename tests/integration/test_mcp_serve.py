@@ -63,6 +63,9 @@ async def exercise(client: Client) -> None:
     assert bad.is_error and "every 30m" in bad.content[0].text
     data(await client.call_tool("schedule_cancel", {"id": added["id"]}))
     assert data(await client.call_tool("schedule_list", {})) == []
+    assert "tasks_list" in names
+    assert data(await client.call_tool("tasks_list", {})) == []  # nothing spawned a subagent
+    assert data(await client.call_tool("tasks_list", {"owner": "work"})) == []
 
 
 @pytest.mark.slow
