@@ -42,7 +42,7 @@ async def test_a_failing_http_server_s_error_hides_the_url_s_secrets(
     url = f"{refusing_server}/mcp/{SECRET}/?api_key={SECRET}"
     config = McpServerConfig(url=url, source="test")
     connection = McpConnection(
-        name="keyed", config=config, workspace=tmp_path, connect_timeout=5.0, backoff=0.1
+        name="keyed", config=config, cwd=tmp_path, connect_timeout=5.0, backoff=0.1
     )
     caplog.set_level(logging.INFO)
     connection.start()
