@@ -38,8 +38,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	exec $(BIN)/familiar gateway
 
+# Most tests wait on subprocesses, sockets and timers rather than the CPU, so three
+# workers fit two cores; a file's tests stay on one worker (--dist loadfile).
+PYTEST_WORKERS ?= 3
+
 test: deps-system lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -48,7 +52,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_throughput

@@ -27,6 +27,7 @@ from gateway.service import (
     render_unit,
     run_command,
 )
+from tests.conftest import short_home
 
 ME = pwd.getpwuid(os.getuid()).pw_name
 
@@ -136,14 +137,20 @@ def _verify(analyze: str, kind: UnitKind, unit: Path, tmp_path: Path) -> str:
     """Run verify and return everything it printed: warnings come with exit status 0."""
     env = dict(os.environ, SYSTEMD_LOG_COLOR="0")
     argv = [analyze, "verify", str(unit)]
+    runtime: Path | None = None
     if kind == "user":
-        runtime = tmp_path / "xdg-runtime"
-        runtime.mkdir(mode=0o700, exist_ok=True)
+        # Short: the user units' socket paths under it must fit a Unix socket address
+        # (a pytest-xdist worker's tmp_path does not).
+        runtime = short_home()
         env["XDG_RUNTIME_DIR"] = str(runtime)
         argv = [analyze, "--user", "verify", str(unit)]
-    proc = subprocess.run(
-        argv, capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL
-    )
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL
+        )
+    finally:
+        if runtime is not None:
+            shutil.rmtree(runtime, ignore_errors=True)
     output = (proc.stdout + proc.stderr).strip()
     return output if proc.returncode == 0 else f"rc={proc.returncode}\n{output}"
 
