@@ -32,10 +32,13 @@ from tests.waiting import eventually
 
 @asynccontextmanager
 async def manager(
-    tmp_path: Path, policy: ToolPolicyConfig | None = None, **servers: McpServerConfig
+    tmp_path: Path,
+    policy: ToolPolicyConfig | None = None,
+    backoff: float = 0.1,
+    **servers: McpServerConfig,
 ) -> AsyncIterator[tuple[McpManager, ToolRegistry]]:
     registry = ToolRegistry(policy=ToolPolicy(config=policy) if policy else None)
-    config = McpConfig(servers=servers, restart_backoff=0.1)
+    config = McpConfig(servers=servers, restart_backoff=backoff)
     mgr = McpManager(config=config, registry=registry, cwd=tmp_path)
     mgr.start(every=True)
     try:
@@ -160,7 +163,12 @@ async def test_a_server_that_cannot_start_is_reported_and_blocks_nothing(
     tmp_path: Path,
 ) -> None:
     broken = McpServerConfig(command=str(tmp_path / "no-such-server"))
-    async with manager(tmp_path, broken=broken, fake=stdio_server()) as (mgr, registry):
+    # A long backoff: the failed server stays "failed" rather than "starting" again
+    # while the test looks (a loaded machine may take longer than a short one).
+    async with manager(tmp_path, backoff=600, broken=broken, fake=stdio_server()) as (
+        mgr,
+        registry,
+    ):
         status = {s.name: s for s in mgr.status()}
         assert status["broken"].state == "failed" and status["broken"].error
         assert [s.name for s in mgr.failing()] == ["broken"]
