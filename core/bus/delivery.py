@@ -94,8 +94,11 @@ class DeliveryWorker:
             except Exception as exc:
                 await self._failed(due, redact(repr(exc)))
                 return
+            # Sent: never given back at stop (that would send it again), and the record
+            # is finished even when a stop cancels us now.
+            self._held.discard(message.id)
             try:
-                if await self._bus.mark_delivered(message.id):
+                if await asyncio.shield(self._bus.mark_delivered(message.id)):
                     log.info("delivered channel=%s kind=%s", self._channel, message.kind)
             except Exception:
                 # Sent but not marked: it is sent again later (at least once).
