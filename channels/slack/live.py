@@ -17,7 +17,7 @@ import time
 from channels.slack.api import SlackApi, SlackError
 from channels.slack.render import MAX_CHARS, to_mrkdwn
 from core.bus.ephemeral import EphemeralHub, Subscription
-from core.messages import EphemeralMessage, StreamDelta
+from core.messages import StreamDelta
 
 __all__ = ["LiveReply"]
 
@@ -114,7 +114,7 @@ class LiveReply:
         dirty = False
         started = last = time.monotonic()
         while True:
-            item = await _next(subscription, self._wait(started, last, dirty=dirty))
+            item = await subscription.next(self._wait(started, last, dirty=dirty))
             if isinstance(item, StreamDelta):
                 text.append(item.text)
                 note = ""
@@ -170,12 +170,3 @@ class LiveReply:
                 self.updates += 1
             except SlackError as exc:  # the final reply still comes; this is a courtesy
                 log.info("progress update failed: %s", exc)
-
-
-async def _next(subscription: Subscription, timeout: float | None) -> EphemeralMessage | None:
-    """The next ephemeral, or None once ``timeout`` seconds pass without one."""
-    try:
-        async with asyncio.timeout(timeout):
-            return await subscription.get()
-    except TimeoutError:
-        return None

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from channels.teams.render import MAX_CHARS
 from core.bus.ephemeral import EphemeralHub, Subscription
-from core.messages import EphemeralMessage, StreamDelta
+from core.messages import StreamDelta
 
 __all__ = ["LiveText"]
 
@@ -110,7 +110,7 @@ class LiveText:
             if dirty and first is not None:
                 due = first + self._first_wait if self.updates == 0 else last + self._interval
                 wait = max(0.0, due - time.monotonic())
-            item = await _next(subscription, wait)
+            item = await subscription.next(wait)
             if isinstance(item, StreamDelta) and item.text:
                 text.append(item.text)
                 first = time.monotonic() if first is None else first
@@ -136,12 +136,3 @@ class LiveText:
                 self.updates += 1
             except Exception as exc:  # the final reply still comes; this is a courtesy
                 log.info("teams streaming update failed: %s", exc)
-
-
-async def _next(subscription: Subscription, timeout: float | None) -> EphemeralMessage | None:
-    """The next ephemeral, or None once ``timeout`` seconds pass without one."""
-    try:
-        async with asyncio.timeout(timeout):
-            return await subscription.get()
-    except TimeoutError:
-        return None

@@ -65,6 +65,14 @@ class Subscription:
             await self._ready.wait()
         return item
 
+    async def next(self, timeout: float | None) -> EphemeralMessage | None:
+        """The oldest item, or None once ``timeout`` seconds pass without one."""
+        try:
+            async with asyncio.timeout(timeout):
+                return await self.get()
+        except TimeoutError:
+            return None
+
 
 class EphemeralHub:
     """Delivers ephemerals to whoever subscribed to their inbound message.
