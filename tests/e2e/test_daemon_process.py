@@ -70,7 +70,31 @@ def write_config(home: Path, base_url: str, *, grace: float = 10.0, lease: float
     )
 
 
-class Daemon:
+class ControlSocket:
+    """The daemon's control API over ``<home>/run/gateway.sock`` (shared by the e2e rigs)."""
+
+    home: Path
+
+    def _session(self) -> aiohttp.ClientSession:
+        connector = aiohttp.UnixConnector(path=str(self.home / "run" / "gateway.sock"))
+        return aiohttp.ClientSession(connector=connector)
+
+    async def get(self, path: str) -> Any:
+        async with self._session() as http, http.get(BASE + path) as response:
+            assert response.status == 200, await response.text()
+            return await response.json()
+
+    async def submit(self, session: str, text: str) -> str:
+        """Send without waiting for the reply: returns the accepted message id."""
+        body = {"session": session, "text": text, "stream": False, "timeout": 0.05}
+        async with self._session() as http, http.post(BASE + "/v1/messages", json=body) as r:
+            assert r.status == 200, await r.text()
+            lines = [json.loads(line) async for line in r.content if line.strip()]
+        assert lines[0]["type"] == "accepted", lines
+        return str(lines[0]["message_id"])
+
+
+class Daemon(ControlSocket):
     """One spawned ``python -m gateway.daemon --home HOME``."""
 
     def __init__(self, home: Path, env: dict[str, str]) -> None:
@@ -111,24 +135,6 @@ class Daemon:
             self.proc.kill()
             await self.proc.wait()
             raise AssertionError("daemon did not exit:\n" + self.logs()) from None
-
-    def _session(self) -> aiohttp.ClientSession:
-        connector = aiohttp.UnixConnector(path=str(self.home / "run" / "gateway.sock"))
-        return aiohttp.ClientSession(connector=connector)
-
-    async def get(self, path: str) -> Any:
-        async with self._session() as http, http.get(BASE + path) as response:
-            assert response.status == 200, await response.text()
-            return await response.json()
-
-    async def submit(self, session: str, text: str) -> str:
-        """Send without waiting for the reply: returns the accepted message id."""
-        body = {"session": session, "text": text, "stream": False, "timeout": 0.05}
-        async with self._session() as http, http.post(BASE + "/v1/messages", json=body) as r:
-            assert r.status == 200, await r.text()
-            lines = [json.loads(line) async for line in r.content if line.strip()]
-        assert lines[0]["type"] == "accepted", lines
-        return str(lines[0]["message_id"])
 
     async def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:

@@ -34,7 +34,7 @@ from core.messages import Delivery
 from core.scheduling import SchedulerConfig, ScheduleService
 from core.scheduling.records import ScheduleSpec, ScheduleTarget
 from core.store.engine import Store
-from tests.e2e.test_daemon_process import REPO, fake_openai
+from tests.e2e.test_daemon_process import REPO, ControlSocket, fake_openai
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.slow
@@ -72,7 +72,7 @@ def write_config(home: Path, base_url: str, *, workers: int = 2, extra: str = ""
     )
 
 
-class Gateway:
+class Gateway(ControlSocket):
     """One spawned supervisor (``python -m gateway.daemon --home HOME``) or role."""
 
     def __init__(self, home: Path, *args: str, env: dict[str, str] | None = None) -> None:
@@ -121,23 +121,6 @@ class Gateway:
         except (aiohttp.ClientConnectionError, FileNotFoundError, AssertionError):
             return False
         return True
-
-    def _session(self) -> aiohttp.ClientSession:
-        connector = aiohttp.UnixConnector(path=str(self.home / "run" / "gateway.sock"))
-        return aiohttp.ClientSession(connector=connector)
-
-    async def get(self, path: str) -> Any:
-        async with self._session() as http, http.get(BASE + path) as response:
-            assert response.status == 200, await response.text()
-            return await response.json()
-
-    async def submit(self, session: str, text: str) -> str:
-        body = {"session": session, "text": text, "stream": False, "timeout": 0.05}
-        async with self._session() as http, http.post(BASE + "/v1/messages", json=body) as r:
-            assert r.status == 200, await r.text()
-            lines = [json.loads(line) async for line in r.content if line.strip()]
-        assert lines[0]["type"] == "accepted", lines
-        return str(lines[0]["message_id"])
 
     async def send_streaming(self, session: str, text: str) -> list[dict[str, Any]]:
         """Send and read every NDJSON line of the answer (deltas, then the reply)."""
