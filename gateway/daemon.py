@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from aiohttp import web
 
@@ -50,8 +50,6 @@ from gateway.init import RUN_DIR, init_home
 from gateway.lock import CHANNELS_LOCK_FILE, LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.masking import mask_url
-from gateway.mcp.endpoint import mount_mcp_endpoint
-from gateway.mcp.mount import AsgiMount
 from gateway.mcp.sources import resolve_mcp
 from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
 from gateway.plugins import ChannelPlugins, build_channels, discover_channels
@@ -66,6 +64,9 @@ from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
 from gateway.store_watch import StoreWatch
 from gateway.supervisor import ChannelSupervisor
 from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
+
+if TYPE_CHECKING:
+    from gateway.mcp.mount import AsgiMount
 
 __all__ = [
     "CHANNELS_LOCK_FILE",
@@ -381,6 +382,9 @@ class _Gateway:
                 processes=self.process_report,
             )
             if self.config.mcp.server.enabled:
+                # The MCP server SDK is imported only by a gateway that serves /mcp.
+                from gateway.mcp.endpoint import mount_mcp_endpoint
+
                 self.mcp_mount = await mount_mcp_endpoint(
                     self.http_app, home=self.home, config=self.config
                 )

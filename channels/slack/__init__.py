@@ -1,13 +1,39 @@
-"""The Slack channel (slack-bolt): Socket Mode or the Events API, threads as sessions."""
+"""The Slack channel (slack-bolt): Socket Mode or the Events API, threads as sessions.
+
+Importing this package loads only the config model: slack-bolt and slack-sdk are
+imported when a Slack channel is created (a gateway without Slack never pays for them).
+"""
 
 from __future__ import annotations
 
-from channels.base import ChannelPlugin
-from channels.slack.api import SlackError
-from channels.slack.channel import REFUSAL, SlackChannel
+from typing import TYPE_CHECKING, Any
+
+from channels.base import Channel, ChannelPlugin
 from channels.slack.config import SlackConfig
+
+if TYPE_CHECKING:
+    from channels.slack.api import SlackError
+    from channels.slack.channel import REFUSAL, SlackChannel
 
 __all__ = ["REFUSAL", "SlackChannel", "SlackConfig", "SlackError", "plugin"]
 
-plugin = ChannelPlugin(name="slack", config_model=SlackConfig, create=SlackChannel.from_config)
+_LAZY = {"REFUSAL": "channels.slack.channel", "SlackChannel": "channels.slack.channel",
+         "SlackError": "channels.slack.api"}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _create(config: SlackConfig) -> Channel:
+    from channels.slack.channel import SlackChannel
+
+    return SlackChannel.from_config(config)
+
+
+plugin = ChannelPlugin(name="slack", config_model=SlackConfig, create=_create)
 """The ``familiar.channels`` entry point of the Slack channel."""

@@ -1,13 +1,39 @@
-"""The Microsoft Teams channel (Microsoft 365 Agents SDK): chats and channel threads."""
+"""The Microsoft Teams channel (Microsoft 365 Agents SDK): chats and channel threads.
+
+Importing this package loads only the config model: the Agents SDK is imported when a
+Teams channel is created (a gateway without Teams never pays for it).
+"""
 
 from __future__ import annotations
 
-from channels.base import ChannelPlugin
-from channels.teams.channel import REFUSAL, ROUTE, TeamsChannel
+from typing import TYPE_CHECKING, Any
+
+from channels.base import Channel, ChannelPlugin
 from channels.teams.config import TeamsConfig
-from channels.teams.sdk import TeamsError
+
+if TYPE_CHECKING:
+    from channels.teams.channel import REFUSAL, ROUTE, TeamsChannel
+    from channels.teams.sdk import TeamsError
 
 __all__ = ["REFUSAL", "ROUTE", "TeamsChannel", "TeamsConfig", "TeamsError", "plugin"]
 
-plugin = ChannelPlugin(name="teams", config_model=TeamsConfig, create=TeamsChannel.from_config)
+_LAZY = {"REFUSAL": "channels.teams.channel", "ROUTE": "channels.teams.channel",
+         "TeamsChannel": "channels.teams.channel", "TeamsError": "channels.teams.sdk"}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _create(config: TeamsConfig) -> Channel:
+    from channels.teams.channel import TeamsChannel
+
+    return TeamsChannel.from_config(config)
+
+
+plugin = ChannelPlugin(name="teams", config_model=TeamsConfig, create=_create)
 """The ``familiar.channels`` entry point of the Teams channel."""

@@ -14,7 +14,6 @@ import re
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from enum import StrEnum
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from core.errors import ToolFailed
 
 from .config import McpServerConfig
+from .state import ServerState
 
 __all__ = ["McpConnection", "ServerState"]
 
@@ -44,16 +44,6 @@ _BROKEN = (
 )
 """Transport failures: the connection is gone, the server gets restarted."""
 _MAX_TOOL_PAGES = 50
-
-
-class ServerState(StrEnum):
-    """Where a server connection is in its life."""
-
-    STOPPED = "stopped"
-    STARTING = "starting"
-    READY = "ready"
-    FAILED = "failed"
-    """Not connected; the owner retries after a backoff."""
 
 
 class McpConnection:

@@ -6,13 +6,16 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.errors import ConfigError
 from core.tools.registry import ToolRegistry
 
 from .config import McpConfig
-from .connection import McpConnection, ServerState
-from .tools import McpTool
+from .state import ServerState
+
+if TYPE_CHECKING:
+    from .connection import McpConnection
 
 __all__ = ["McpManager", "ServerStatus"]
 
@@ -50,18 +53,24 @@ class McpManager:
     def __init__(self, *, config: McpConfig, registry: ToolRegistry, cwd: Path) -> None:
         self.config = config
         self._registry = registry
-        self.connections: dict[str, McpConnection] = {
-            name: McpConnection(
-                name=name,
-                config=server,
-                cwd=cwd,
-                connect_timeout=config.connect_timeout,
-                backoff=config.restart_backoff,
-                max_backoff=config.max_restart_backoff,
-                on_tools=self._register,
-            )
-            for name, server in config.servers.items()
-        }
+        self.connections: dict[str, McpConnection] = {}
+        if config.servers:
+            # The mcp SDK (with starlette, uvicorn, cryptography...) costs every process
+            # that imports it ~0.5 s and tens of MiB: only a gateway with servers does.
+            from .connection import McpConnection
+
+            self.connections = {
+                name: McpConnection(
+                    name=name,
+                    config=server,
+                    cwd=cwd,
+                    connect_timeout=config.connect_timeout,
+                    backoff=config.restart_backoff,
+                    max_backoff=config.max_restart_backoff,
+                    on_tools=self._register,
+                )
+                for name, server in config.servers.items()
+            }
         self._registered: dict[str, list[str]] = {}
         self._first_use: asyncio.Task[None] | None = None
 
@@ -123,6 +132,8 @@ class McpManager:
             self._registry.unregister(name)
 
     def _register(self, connection: McpConnection) -> None:
+        from .tools import McpTool
+
         self._unregister(connection.name)
         names: list[str] = []
         for remote in connection.tools:

@@ -1,20 +1,32 @@
-"""Alembic migrations, applied programmatically on an open connection at start."""
+"""Alembic migrations, applied programmatically on an open connection at start.
+
+A database already at the newest revision (every start but the first after an
+upgrade, and every role process after the first) is recognised with one query,
+without importing alembic: that import costs each process ~0.25 s and ~10 MiB.
+"""
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
-__all__ = ["alembic_config", "upgrade_to_head"]
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+__all__ = ["alembic_config", "current_revision", "head_revision", "upgrade_to_head"]
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+VERSION_TABLE = "alembic_version"
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
     """An alembic Config pointing at our migrations (no alembic.ini needed)."""
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     if connection is not None:
@@ -22,6 +34,29 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return cfg
 
 
+@cache
+def head_revision() -> str:
+    """The newest migration's revision id.
+
+    Each file in ``versions/`` is named ``<revision>_<slug>.py`` with a four-digit
+    revision, one after the other (a test holds this against alembic's own head).
+    """
+    names = (MIGRATIONS_DIR / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")
+    return max(path.name[:4] for path in names)
+
+
+def current_revision(connection: Connection) -> str | None:
+    """The revision the database is at; None for a database never migrated."""
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    row = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).first()
+    return None if row is None else str(row[0])
+
+
 def upgrade_to_head(connection: Connection) -> None:
     """Run every pending migration on ``connection`` (a sync connection from run_sync)."""
+    if current_revision(connection) == head_revision():
+        return
+    from alembic import command
+
     command.upgrade(alembic_config(connection), "head")

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from core.tasks.config import MEMORY_SHARE_MODES
 from core.tasks.spec import AgentSpec
 
@@ -122,6 +120,8 @@ def parse_agent(text: str, *, path: Path) -> AgentSpec:
         ValueError: no or unparsable front matter, or a field of the wrong kind (its
             ``line`` attribute is the 1-based line in the file, when known).
     """
+    import yaml  # only a home with agent files pays for the YAML parser
+
     front, body = _split(text)
     try:
         data = yaml.safe_load(front) if front.strip() else {}
