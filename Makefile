@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_hooks
 	$(BIN)/python -m tests.bench.bench_mcp
 	$(BIN)/python -m tests.bench.bench_teams
+	$(BIN)/python -m tests.bench.bench_subagents
 	$(BIN)/python -m tests.bench.bench_processes
 
 # systemd-analyze lints the unit files in tests; bubblewrap (bwrap) is the exec tool's

@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_CLI_KEY",
     "MAX_KEY_LENGTH",
     "MAX_NAME_LENGTH",
+    "NAME_PATTERN",
     "check_cli_key",
     "check_cli_name",
     "check_session_key",
@@ -27,7 +28,9 @@ MAX_NAME_LENGTH = 128
 MAX_KEY_LENGTH = 512
 DEFAULT_CLI_KEY = "cli:default"
 
-_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._@+=-]{{0,{MAX_NAME_LENGTH - 1}}}")
+NAME_PATTERN = rf"[A-Za-z0-9][A-Za-z0-9._@+=-]{{0,{MAX_NAME_LENGTH - 1}}}"
+"""A session NAME as a regular expression (unanchored), for schemas that need the pattern."""
+_NAME = re.compile(NAME_PATTERN)
 _CHANNEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _NAME_RULE = (
     f"a session name is 1-{MAX_NAME_LENGTH} letters, digits or ._@+=- "

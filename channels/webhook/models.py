@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, field_validator
 
+from core.session_keys import NAME_PATTERN
+
 __all__ = [
     "SESSION_NAME",
     "Accepted",
@@ -18,7 +20,8 @@ __all__ = [
     "WebhookRequest",
 ]
 
-SESSION_NAME = r"^[A-Za-z0-9][A-Za-z0-9._@+=-]{0,127}$"
+SESSION_NAME = f"^{NAME_PATTERN}$"
+"""A webhook session name: the one rule of `core.session_keys`."""
 IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,200}$"
 
 MessageState = Literal["pending", "running", "done", "failed"]

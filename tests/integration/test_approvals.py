@@ -133,6 +133,33 @@ async def test_pending_approval_survives_a_restart(store_url: str, tmp_path: Pat
     assert outcome.text.endswith("output:\nhi")
 
 
+async def test_pending_approval_denied_after_a_restart_never_runs(
+    store_url: str, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    async with running_core(
+        store_url=store_url, workspace=ws, provider=FunctionProvider(script)
+    ) as (app, replies):
+        ask = inbound("cli:a", f"run {RM}")
+        await app.bus.publish_inbound(ask)
+        (asked,) = await replies.wait([ask.id])
+        aid = approval_id(asked.text)
+
+    async with running_core(
+        store_url=store_url, workspace=ws, provider=FunctionProvider(script)
+    ) as (app, replies):
+        info = await app.approvals.get(aid)
+        assert info is not None and info.status == "pending" and info.command == RM
+        answer = inbound("cli:a", f"/deny {aid}")
+        await app.bus.publish_inbound(answer)
+        (confirmed, outcome) = await replies.wait([answer.id, outcome_message_id(aid)])
+        events = await app.events.list("cli:a")
+    assert confirmed.text == f"Denied #{aid}: `{RM}` will not run."
+    assert outcome.text == f"model saw: The user denied #{aid}; `{RM}` was not run."
+    completes = [e for e in events if e.type == EventType.TOOL_COMPLETE]
+    assert completes and all("exit code" not in str(e.data) for e in completes)
+
+
 async def test_unanswered_approval_expires_and_is_denied(store_url: str, tmp_path: Path) -> None:
     tools = ToolsConfig(exec=ExecConfig(approval_timeout=0.3))
     async with running_core(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
+from channels.webhook.models import WebhookRequest
 from core.session_keys import (
     check_cli_key,
     check_cli_name,
@@ -57,3 +59,20 @@ def test_bad_session_keys(key: str, expected: str) -> None:
 def test_a_cli_key_must_be_cli() -> None:
     with pytest.raises(ValueError, match="cli:NAME"):
         check_cli_key("slack:x")
+
+
+GOOD_NAMES = ["a", "default", "A-z_0.9@+=", "n" * 128, "7days"]
+BAD_NAMES = ["", "a b", "x/y", "n" * 129, "émoji", ".hidden", "-x", "a:b", "a\n"]
+
+
+@pytest.mark.parametrize("name", GOOD_NAMES)
+def test_webhook_sessions_take_every_good_name(name: str) -> None:
+    assert WebhookRequest(text="hi", session=name).session == check_cli_name(name)
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_webhook_sessions_refuse_what_the_rule_refuses(name: str) -> None:
+    with pytest.raises(ValueError):
+        check_cli_name(name)
+    with pytest.raises(ValidationError):
+        WebhookRequest(text="hi", session=name)
