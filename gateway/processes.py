@@ -21,6 +21,11 @@
   watch a pipe it holds open).
 - A child that exits with 78 (bad configuration) before it was ever ready stops the
   supervisor with 78: restarting cannot fix a config file.
+- Children are forked by the zygote (`gateway.zygote`) from the daemon's already
+  imported code, so they start in a fraction of an interpreter's start and share those
+  pages; the supervisor is their parent all the same (a child subreaper,
+  `gateway.reaper`). Without the zygote (it died, or this kernel has no subreapers) a
+  child is started as ``python -m gateway.daemon --role ROLE``.
 """
 
 from __future__ import annotations
@@ -53,7 +58,9 @@ from gateway.process_table import (
     ProcessState,
     write_processes,
 )
+from gateway.reaper import ChildProcess, ChildReaper, become_subreaper
 from gateway.systemd import sd_notify, watchdog_interval
+from gateway.zygote import Zygote, ZygoteGone
 
 __all__ = ["CHILD_WATCHDOG_SECONDS", "Supervisor", "supervise_or_none"]
 
@@ -93,7 +100,13 @@ def supervise_or_none(home: Path) -> int | None:
     if config.gateway.processes == "single":
         return None
     setup_logging(config.log)
-    return asyncio.run(Supervisor(home, config).run())
+    supervisor = Supervisor(home, config)
+    if become_subreaper():
+        # Imported before the fork, so the zygote and every role share these pages.
+        from gateway.daemon import main as role_main
+
+        supervisor.zygote = Zygote.fork(role_main, close_fds=(supervisor.parent_w,))
+    return asyncio.run(supervisor.run())
 
 
 @dataclass(eq=False)
@@ -103,7 +116,7 @@ class _Child:
     role: str
     name: str
     """``channels``, ``scheduler``, ``agent-1``..."""
-    proc: asyncio.subprocess.Process | None = None
+    proc: ChildProcess | None = None
     state: ProcessState = "starting"
     ready: bool = False
     restarts: int = 0
@@ -162,8 +175,12 @@ class Supervisor:
         self._writing = asyncio.Lock()
         self._notify: socket.socket | None = None
         self._notify_name = f"@familiar-supervisor/{os.getpid()}/{uuid.uuid4().hex[:8]}"
-        self._parent_r = -1
-        self._parent_w = -1
+        # Children watch the read end: it reads EOF once the supervisor is gone. Made
+        # before the zygote is forked (which closes the write end), inherited by every child.
+        self._parent_r, self.parent_w = os.pipe()
+        os.set_inheritable(self._parent_r, True)
+        self.zygote: Zygote | None = None
+        self.reaper = ChildReaper()
         self._announced_ready = False
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -176,11 +193,14 @@ class Supervisor:
             await asyncio.to_thread(lock.acquire, self.home)
         except (GatewayLocked, OSError) as exc:
             print(f"familiar: {' '.join(str(exc).split())}", file=sys.stderr)
+            self._close_pipe()
             return 1
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
-        self._parent_r, self._parent_w = os.pipe()
+        self.reaper.start()
+        if self.zygote is not None:
+            self.reaper.watch(self.zygote.pid)
         try:
             self._open_notify()
             sd_notify("STATUS=starting the role processes")
@@ -189,6 +209,7 @@ class Supervisor:
             await self._shutdown()  # a second SIGTERM meanwhile changes nothing
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+            self.reaper.stop()
             await asyncio.to_thread(lock.release)
         return self.exit_code
 
@@ -237,10 +258,15 @@ class Supervisor:
             child.state = "stopped"
         await self._publish()
         self._close_notify()
-        for fd in (self._parent_r, self._parent_w):
+        self._close_pipe()
+        log.info("supervisor stopped")
+
+    def _close_pipe(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+        for fd in (self._parent_r, self.parent_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        log.info("supervisor stopped")
 
     # -- one child -------------------------------------------------------------------------
 
@@ -292,20 +318,25 @@ class Supervisor:
             child.state = "starting"
         child.ready = False
         child.became_ready.clear()
+        argv = ["--home", str(self.home), "--role", child.role]
         env = self._child_env()
-        child.proc = await asyncio.create_subprocess_exec(
-            self.python,
-            "-m",
-            "gateway.daemon",
-            "--home",
-            str(self.home),
-            "--role",
-            child.role,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            pass_fds=(self._parent_r,),
-            start_new_session=True,  # a terminal's Ctrl-C reaches the supervisor only
-        )
+        pid: int | None = None
+        if self.zygote is not None:
+            try:
+                pid = await self.zygote.spawn(argv, env)
+            except ZygoteGone as exc:
+                log.warning("%s: starting roles as new interpreters from now on", exc)
+                self.zygote.close()
+                self.zygote = None
+        if pid is None:
+            pid = os.posix_spawn(  # noqa: ASYNC221 - returns once the child exists
+                self.python,
+                [self.python, "-m", "gateway.daemon", *argv],
+                env,
+                file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)],
+                setsid=True,  # a terminal's Ctrl-C reaches the supervisor only
+            )
+        child.proc = self.reaper.watch(pid)
         child.started_at = time.time()
         child.started_mono = child.last_ping = time.monotonic()
         log.info("started role=%s pid=%d", child.name, child.proc.pid)

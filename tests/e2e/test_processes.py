@@ -531,3 +531,54 @@ async def test_only_the_supervisor_talks_to_systemd(home: Path) -> None:
                 assert {pid for pid, _ in notify.received} == {gw.proc.pid}
     finally:
         notify.close()
+
+
+def _parent(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+
+def _comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def _cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+
+
+async def test_roles_are_forked_by_the_zygote_and_restarted_without_it(home: Path) -> None:
+    async with fake_openai() as url:
+        write_config(home, url, workers=1)
+        async with running(home) as gw:
+            await gw.wait_ready()
+            assert gw.proc is not None
+            supervisor = gw.proc.pid
+            roles = {name: p["pid"] for name, p in gw.table().items()}
+            for pid in roles.values():
+                # Forked (the supervisor's command line, no --role) and adopted by it.
+                assert "--role" not in _cmdline(pid) and _parent(pid) == supervisor
+            assert _comm(roles["agent-1"]) == "familiar-agent"
+            zygote = int(gw.logs().split("zygote started pid=")[1].split('"')[0])
+            assert _parent(zygote) == supervisor
+
+            os.kill(zygote, signal.SIGKILL)
+            # Reaped by the supervisor: no zombie is left.
+            await eventually(lambda: not Path(f"/proc/{zygote}").exists(), timeout=TIMEOUT)
+            os.kill(roles["agent-1"], signal.SIGKILL)
+
+            def restarted() -> bool:
+                row = gw.table().get("agent-1", {})
+                return row.get("state") == "running" and row.get("pid") not in (
+                    None,
+                    roles["agent-1"],
+                )
+
+            await eventually(restarted, timeout=TIMEOUT, what="agent-1 restarted")
+            again = gw.table()["agent-1"]["pid"]
+            assert _cmdline(again)[-3:-1] == ["--role", "agent"]  # a new interpreter now
+            assert _parent(again) == supervisor
+            assert "starting roles as new interpreters" in gw.logs()
+            message_id = await gw.submit("cli:after", "still answered")
+            await eventually(lambda: bool(_replies(home, message_id)), timeout=TIMEOUT)
+            assert _replies(home, message_id)[0][0] == "echo: still answered"
+            assert await gw.stop() == 0
