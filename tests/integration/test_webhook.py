@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from channels.webhook import signed_headers
+from gateway.cli import app
 from gateway.daemon import EX_CONFIG, serve
 from tests.fakes.callback_server import CallbackServer
 from tests.fakes.fake_openai import FakeOpenAI
@@ -190,6 +192,13 @@ async def test_a_callback_that_never_succeeds_is_recorded_as_failed(
                 await asyncio.sleep(0.05)
         assert webhook["last_failed_delivery"]["session"] == "webhook:ci:lost"
         assert "503" in webhook["last_failed_delivery"]["error"]
+        # `familiar status` (the table, not only --json) shows it too.
+        table = await asyncio.to_thread(
+            CliRunner().invoke, app, ["status", "--home", str(home)], catch_exceptions=False
+        )
+        shown = " ".join(table.stdout.replace("│", " ").split())
+        assert "1 failed delivery (last: webhook:ci:lost: " in shown
+        assert "callback answered HTTP 503" in shown
         session = await gw.session("webhook:ci:lost")
         assert session is not None
         [failed] = [e for e in session["events"] if e["type"] == "delivery.failed"]
