@@ -345,6 +345,10 @@ async def test_openapi_document(home: Path, fake: FakeOpenAI) -> None:
             "channels.webhook.hooks.cb",
         ),
         ('[channels.webhook.hooks."a b"]\ntoken = "t"\n', "channels.webhook.hooks"),
+        (
+            '[channels.webhook.hooks.big]\ntoken = "t"\nmax_body = 2097152\n',
+            "channels.webhook.hooks.big.max_body",
+        ),
     ],
 )
 async def test_bad_hooks_are_config_errors(
