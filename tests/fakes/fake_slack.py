@@ -14,19 +14,23 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 from aiohttp import web
 
 from tests.fakes.loopback import LoopbackServer
 
 __all__ = ["ALL_SCOPES", "Call", "FakeSlack", "event_body", "sign"]
 
-ALL_SCOPES = (
-    "app_mentions:read,chat:write,im:history,channels:history,groups:history,"
-    "mpim:history,files:read,commands,assistant:write"
+ALL_SCOPES = ",".join(
+    yaml.safe_load((Path(__file__).parents[2] / "channels/slack/manifest.yaml").read_text())[
+        "oauth_config"
+    ]["scopes"]["bot"]
 )
+"""What ``auth.test`` reports by default: the scopes an install from the app manifest has."""
 
 
 @dataclass(frozen=True)

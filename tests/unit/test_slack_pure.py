@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import aiohttp
 import pytest
+import yaml
 from pydantic import SecretStr, ValidationError
 
+import channels.slack
+from channels.slack.api import REQUIRED_SCOPES
 from channels.slack.config import SlackConfig
 from channels.slack.files import FileFetcher
 from channels.slack.intake import BotIdentity, command_text, from_event
@@ -124,3 +129,35 @@ async def test_the_bot_token_only_goes_to_slack_file_origins() -> None:
         ]
         fetched = await fetcher.fetch(files, budget=1.0)
     assert fetched.text.count("no downloadable URL") == len(refused)
+
+
+def test_the_manifest_holds_the_scopes_and_events_the_channel_uses() -> None:
+    text = (Path(channels.slack.__file__).parent / "manifest.yaml").read_text()
+    manifest = yaml.safe_load(text)
+    scopes = manifest["oauth_config"]["scopes"]["bot"]
+    assert len(scopes) == len(set(scopes)) and set(REQUIRED_SCOPES) <= set(scopes)
+    assert set(scopes) == {
+        *REQUIRED_SCOPES,  # mentions, replies and their edits, DMs
+        "channels:history",  # thread replies in public channels
+        "groups:history",  # ... and private ones
+        "files:read",  # attached text files
+        "commands",  # /familiar
+        "assistant:write",  # assistant.threads.setStatus
+    }
+    events = manifest["settings"]["event_subscriptions"]["bot_events"]
+    assert set(events) == {
+        "app_mention",
+        "message.im",
+        "message.channels",
+        "message.groups",
+        "assistant_thread_started",  # comes with the assistant feature; ignored
+    }
+    for event in events:  # every message.<kind> event has its <kind>:history scope
+        if event.startswith("message."):
+            assert f"{event.removeprefix('message.')}:history" in scopes
+    assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/familiar"]
+    assert "assistant_view" in manifest["features"]
+    assert manifest["settings"]["socket_mode_enabled"] is True  # the default mode
+    # HTTP mode: the two URLs to uncomment point at the gateway's route.
+    assert text.count("# url: https://") == 1 and text.count("# request_url: https://") == 1
+    assert text.count("/slack/events") == 3
