@@ -5,6 +5,7 @@
     ├── StoreError               the database failed or is unreachable
     │   └── StoreFileError       the SQLite file cannot be used (names the file, the cause, a hint)
     ├── BusError                 the bus refused an operation
+    ├── RetryLater               rate-limited: try again after retry_after (not a failure)
     ├── ProviderError            the LLM call failed (carries status / retry_after)
     │   ├── ProviderUnavailable  cannot connect / 5xx / timeout after retries
     │   ├── ProviderRateLimited  429 after retries
@@ -37,6 +38,7 @@ __all__ = [
     "ProviderRateLimited",
     "ProviderRejected",
     "ProviderUnavailable",
+    "RetryLater",
     "StoreError",
     "StoreFileError",
     "TaskNotFound",
@@ -84,6 +86,19 @@ class StoreFileError(StoreError):
 
 class BusError(FamiliarError):
     """The bus refused an operation."""
+
+
+class RetryLater(FamiliarError):
+    """The other side asked us to wait (a rate limit): try again after ``retry_after``
+    seconds. A delivery that raises it is rescheduled without using up an attempt.
+
+    Attributes:
+        retry_after: seconds to wait before trying again.
+    """
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = max(0.0, retry_after)
 
 
 class ProviderError(FamiliarError):

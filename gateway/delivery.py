@@ -96,6 +96,10 @@ class _RecordingOutbox:
         if retry_in is None and due is not None:
             await self._failures.record(self._channel, due, error)
 
+    async def defer_outbound(self, outbound_id: str, *, reason: str, retry_in: float) -> None:
+        self._due.pop(outbound_id, None)
+        await self._inner.defer_outbound(outbound_id, reason=reason, retry_in=retry_in)
+
     async def wait_outbound(self, channel: str, timeout: float) -> None:
         await self._inner.wait_outbound(channel, timeout)
 

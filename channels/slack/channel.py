@@ -15,8 +15,8 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 
-from channels.base import ChannelContext
-from channels.slack.api import SlackApi, SlackError, build_client
+from channels.base import ChannelContext, DeliveryPolicy
+from channels.slack.api import SlackApi, SlackError, SlackRateLimited, build_client
 from channels.slack.config import SlackConfig
 from channels.slack.files import FileFetcher
 from channels.slack.intake import (
@@ -27,7 +27,7 @@ from channels.slack.intake import (
     from_event,
     to_inbound,
 )
-from channels.slack.live import LiveReply
+from channels.slack.live import STREAM_CHARS, LiveReply, Shown
 from channels.slack.render import error_line, split, to_mrkdwn
 from core.messages import OutboundMessage, new_message_id
 
@@ -84,7 +84,7 @@ class SlackChannel:
         self._me: BotIdentity | None = None
         self._routes_added = False
         self._live: dict[str, LiveReply] = {}
-        self._placeholders: dict[str, str] = {}
+        self._shown: dict[str, Shown] = {}
         self._sent_parts: _Recent = _Recent()
         self._threads: _Recent = _Recent()
         self._refused: _Recent = _Recent()
@@ -94,6 +94,11 @@ class SlackChannel:
     @classmethod
     def from_config(cls, config: SlackConfig) -> SlackChannel:
         return cls(config=config)
+
+    @property
+    def delivery_policy(self) -> DeliveryPolicy:
+        """Failed sends are retried ``send_attempts`` times; rate limits never count."""
+        return DeliveryPolicy(max_attempts=self.config.send_attempts)
 
     @property
     def api(self) -> SlackApi | None:
@@ -251,6 +256,8 @@ class SlackChannel:
             api=api,
             channel=incoming.channel,
             thread_ts=message.delivery.thread_id,
+            user=incoming.user,
+            team=incoming.team,
             hub=context.hub,
             message_id=message.id,
             interval=self._interval,
@@ -338,9 +345,12 @@ class SlackChannel:
     # -- outbound ------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> None:
-        """Post the final reply in its thread (split, mrkdwn), replacing a placeholder.
+        """Post the final reply in its thread (split, mrkdwn), taking over the message
+        that showed progress: a stream is ended with the rest of the text, a placeholder
+        (or a stream that failed midway) is replaced by the first part.
 
         Raises:
+            SlackRateLimited: Slack keeps answering 429 (the outbox waits, then retries).
             SlackError: Slack refused it or the channel is not running (retried later).
         """
         api = self._api
@@ -348,22 +358,65 @@ class SlackChannel:
             raise SlackError("the slack channel is not running")
         live = self._live.pop(message.inbound_id, None)
         if live is not None:
-            placeholder = await live.finish()
-            if placeholder is not None:
-                self._placeholders[message.id] = placeholder
+            shown = await live.finish()
+            if shown is not None:
+                self._shown[message.id] = shown
         delivery = message.delivery
+        if message.id not in self._sent_parts and await self._end_stream(message):
+            self._shown.pop(message.id, None)
+            return
         text = error_line(message.text) if message.kind == "error" else to_mrkdwn(message.text)
         parts = split(text)
         done: int = self._sent_parts.get(message.id, 0)
         for index, part in enumerate(parts[done:], start=done):
-            placeholder = self._placeholders.pop(message.id, None) if index == 0 else None
-            if placeholder is not None:
-                try:
-                    await api.update(delivery.chat_id, placeholder, part)
-                except SlackError as exc:  # the final text is complete all the same
-                    log.info("replacing the placeholder failed (%s): posting anew", exc)
-                    await api.post(delivery.chat_id, part, thread_ts=delivery.thread_id)
+            shown = self._shown.pop(message.id, None) if index == 0 else None
+            if shown is not None:
+                await self._replace(shown, message, part)
             else:
                 await api.post(delivery.chat_id, part, thread_ts=delivery.thread_id)
             self._sent_parts.remember(message.id, index + 1)
         self._sent_parts.pop(message.id, None)
+
+    async def _end_stream(self, message: OutboundMessage) -> bool:
+        """End an intact stream with the rest of the reply; False if it cannot be (no
+        stream, one that failed, a reply that is not its continuation or is too long)."""
+        shown, api = self._shown.get(message.id), self._api
+        if shown is None or shown.kind != "stream" or not shown.intact or api is None:
+            return False
+        final = message.text
+        done = shown.streamed
+        if not final.startswith(done):
+            done = done.rstrip()  # the deltas may end in whitespace the final text drops
+        if message.kind == "error" or len(final) > STREAM_CHARS or not final.startswith(done):
+            return False
+        try:
+            await api.stop_stream(message.delivery.chat_id, shown.ts, final[len(done) :])
+        except SlackRateLimited:
+            raise  # not applied: ended on the next attempt
+        except SlackError as exc:
+            log.info("ending the stream failed (%s): replacing it whole", exc)
+            shown.intact = False
+            return False
+        return True
+
+    async def _replace(self, shown: Shown, message: OutboundMessage, part: str) -> None:
+        """Put ``part`` in place of the message that showed progress. If that cannot be
+        edited, it is deleted and ``part`` posted anew: the reply appears once, whole."""
+        api, chat = self._api, message.delivery.chat_id
+        assert api is not None
+        if shown.kind == "stream" and shown.intact:
+            # Ended before it is edited (it may still be streaming); any failure here is
+            # covered by the edit below.
+            with contextlib.suppress(SlackError):
+                await api.stop_stream(chat, shown.ts)
+            shown.intact = False
+        try:
+            await api.update(chat, shown.ts, part)
+        except SlackRateLimited:
+            self._shown[message.id] = shown  # tried again on the next attempt
+            raise
+        except SlackError as exc:
+            log.info("replacing the progress message failed (%s): posting anew", exc)
+            with contextlib.suppress(SlackError):
+                await api.delete(chat, shown.ts)
+            await api.post(chat, part, thread_ts=message.delivery.thread_id)

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_core import PydanticCustomError
 
-from channels.base import ChannelConfig
+from channels.base import ChannelConfig, DeliveryPolicy
 
 __all__ = ["DEFAULT_API_URL", "SlackConfig"]
 
@@ -38,6 +38,9 @@ class SlackConfig(ChannelConfig):
     """Answer messages posted by other bots."""
     max_file_bytes: int = Field(default=256 * 1024, ge=0)
     """Text files up to this size are downloaded and given to the agent."""
+    send_attempts: int = Field(default=DeliveryPolicy().max_attempts, ge=1, le=100)
+    """Failed attempts to post a reply before it is given up on. Rate limits (429 with
+    ``Retry-After``) are waited out and never count."""
 
     @model_validator(mode="after")
     def _tokens_for_mode(self) -> SlackConfig:

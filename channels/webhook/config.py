@@ -9,10 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from channels.base import ChannelConfig, DeliveryPolicy
 
-__all__ = ["HOOK_NAME", "HookConfig", "WebhookConfig"]
+__all__ = ["HOOK_NAME", "MAX_BODY_LIMIT", "HookConfig", "WebhookConfig"]
 
 HOOK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 """A hook's name: its ``POST /webhook/<name>`` path segment and session key part."""
+MAX_BODY_LIMIT = 1024 * 1024
+"""The largest ``max_body``: aiohttp's default ``client_max_size``, which the gateway's
+HTTP server keeps (its body checks answer 413 beyond it, for every route)."""
 
 
 class HookConfig(BaseModel):
@@ -28,8 +31,9 @@ class HookConfig(BaseModel):
     """Bearer token: requests carry ``Authorization: Bearer <token>``."""
     callback_allow: list[str] = Field(default_factory=list)
     """URL prefixes a ``callback_url`` must start with (none: no callbacks)."""
-    max_body: Annotated[int, Field(gt=0)] = 1024 * 1024
-    """Largest request body in bytes (413 beyond)."""
+    max_body: Annotated[int, Field(gt=0, le=MAX_BODY_LIMIT)] = MAX_BODY_LIMIT
+    """Largest request body in bytes (413 beyond); at most 1 MiB, the limit of the
+    gateway's HTTP server, which refuses larger bodies before any route sees them."""
     max_text: Annotated[int, Field(gt=0)] = 32_000
     """Longest ``text`` in characters (400 beyond)."""
     wait_timeout: Annotated[float, Field(gt=0)] = 120.0

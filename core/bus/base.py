@@ -187,6 +187,11 @@ class Outbox(Protocol):
         """Record a failed attempt; ``retry_in`` None gives up."""
         ...
 
+    async def defer_outbound(self, outbound_id: str, *, reason: str, retry_in: float) -> None:
+        """Make a reply due again in ``retry_in`` seconds without counting a failed
+        attempt (the platform asked us to wait); ``reason`` is kept as its last error."""
+        ...
+
     async def wait_outbound(self, channel: str, timeout: float) -> None:
         """Return when ``channel`` may have a reply to deliver, or after ``timeout``."""
         ...

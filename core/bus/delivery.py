@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from core.background import BackgroundTask
 from core.bus.base import DueReply, Outbox
+from core.errors import RetryLater
 from core.logctx import log_context, redact
 from core.messages import OutboundMessage
 
@@ -91,6 +92,9 @@ class DeliveryWorker:
                 await self._send(message)
             except asyncio.CancelledError:
                 raise
+            except RetryLater as exc:  # rate-limited: wait it out, no attempt used up
+                await self._defer(due, exc)
+                return
             except Exception as exc:
                 await self._failed(due, redact(repr(exc)))
                 return
@@ -103,6 +107,20 @@ class DeliveryWorker:
             except Exception:
                 # Sent but not marked: it is sent again later (at least once).
                 log.exception("recording a delivery failed channel=%s", self._channel)
+
+    async def _defer(self, due: DueReply, exc: RetryLater) -> None:
+        log.info(
+            "delivery deferred channel=%s retry_after=%.1f reason=%s",
+            self._channel,
+            exc.retry_after,
+            exc,
+        )
+        try:
+            await self._bus.defer_outbound(
+                due.message.id, reason=redact(str(exc)), retry_in=exc.retry_after
+            )
+        except Exception:
+            log.exception("recording a deferred delivery failed channel=%s", self._channel)
 
     async def _failed(self, due: DueReply, error: str) -> None:
         attempt = due.failed_attempts + 1

@@ -510,5 +510,19 @@ class SqlBus(SqlLookups):
             )
         )
 
+    async def defer_outbound(self, outbound_id: str, *, reason: str, retry_in: float) -> None:
+        values = {
+            "last_error": reason[:2000],
+            "lease_owner": None,
+            "next_attempt_at": self._clock() + retry_in,
+        }
+        await self._store.transact(
+            lambda conn: conn.execute(
+                update(_outbound)
+                .where(_outbound.c.id == outbound_id, _outbound.c.status == "pending")
+                .values(**values)
+            )
+        )
+
     async def wait_outbound(self, channel: str, timeout: float) -> None:
         await self._outbound_signals.wait(channel, timeout)

@@ -111,6 +111,12 @@ def _channel_state(channel: dict[str, Any]) -> str:
         text += f" (next attempt in {channel['retry_in']}s)"
     if channel.get("restarts"):
         text += f" [dim]{channel['restarts']} restarts[/]"
+    failed = channel.get("failed_deliveries")
+    if failed:
+        text += f"; [red]{failed} failed deliver{'y' if failed == 1 else 'ies'}[/]"
+        last = channel.get("last_failed_delivery")
+        if isinstance(last, dict):
+            text += f" (last: {escape(str(last.get('session')))}: {escape(str(last.get('error')))})"
     return text
 
 

@@ -14,19 +14,23 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 from aiohttp import web
 
 from tests.fakes.loopback import LoopbackServer
 
 __all__ = ["ALL_SCOPES", "Call", "FakeSlack", "event_body", "sign"]
 
-ALL_SCOPES = (
-    "app_mentions:read,chat:write,im:history,channels:history,groups:history,"
-    "mpim:history,files:read,commands,assistant:write"
+ALL_SCOPES = ",".join(
+    yaml.safe_load((Path(__file__).parents[2] / "channels/slack/manifest.yaml").read_text())[
+        "oauth_config"
+    ]["scopes"]["bot"]
 )
+"""What ``auth.test`` reports by default: the scopes an install from the app manifest has."""
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,17 @@ class FakeSlack(LoopbackServer):
         app_token: the app-level token ``apps.connections.open`` accepts.
         scopes: what ``auth.test`` reports in ``X-OAuth-Scopes``.
         assistant: whether ``assistant.threads.setStatus`` works (else ``missing_scope``).
-        rate_limit: method -> how many of its next calls get 429 (``Retry-After: 1``).
+        streaming: whether ``chat.startStream`` works (else ``unknown_method``, what an
+            app that cannot stream gets).
+        fail: method -> how many of its next calls fail (after ``fail_after`` successes)
+            with ``internal_error``.
+        fail_after: method -> how many of its calls succeed before ``fail`` applies.
+        rate_limit: method -> how many of its next calls get 429 (``Retry-After``).
+        retry_after: the ``Retry-After`` of those 429s, in seconds.
         files: file path -> content served under ``/files/`` (bot token required).
         api_calls: every Web API call, in order.
+        messages: ts -> what the bot's message shows now (posts, edits, streams).
+        streaming_ts: the streamed messages not yet stopped.
         acks: envelope id -> seconds from sending the envelope to its ack.
         socket_closed: set when the Socket Mode connection closes after opening.
     """
@@ -88,9 +100,15 @@ class FakeSlack(LoopbackServer):
     bot_id: str = "BBOT"
     scopes: str = ALL_SCOPES
     assistant: bool = False
+    streaming: bool = False
+    fail: dict[str, int] = field(default_factory=dict)
+    fail_after: dict[str, int] = field(default_factory=dict)
     rate_limit: dict[str, int] = field(default_factory=dict)
+    retry_after: int = 1
     files: dict[str, bytes] = field(default_factory=dict)
     api_calls: list[Call] = field(default_factory=list, init=False)
+    messages: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
+    streaming_ts: set[str] = field(default_factory=set, init=False)
     acks: dict[str, float] = field(default_factory=dict, init=False)
     socket_closed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     socket_open: asyncio.Event = field(default_factory=asyncio.Event, init=False)
@@ -126,6 +144,10 @@ class FakeSlack(LoopbackServer):
     def posts(self, **match: Any) -> list[Call]:
         return self.of("chat.postMessage", **match)
 
+    def thread(self, thread_ts: str) -> list[str]:
+        """What the bot's messages in thread ``thread_ts`` show now, oldest first."""
+        return [m["text"] for m in self.messages.values() if m.get("thread_ts") == thread_ts]
+
     async def wait_for(
         self, method: str, count: int = 1, timeout: float = 30.0, **match: Any
     ) -> list[Call]:
@@ -151,9 +173,16 @@ class FakeSlack(LoopbackServer):
         await self._record(Call(method, args, token, time.monotonic()))
         if self.rate_limit.get(method, 0) > 0:
             self.rate_limit[method] -= 1
+            headers = {"Retry-After": str(self.retry_after)}
             return web.json_response(
-                {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": "1"}
+                {"ok": False, "error": "ratelimited"}, status=429, headers=headers
             )
+        if self.fail.get(method, 0) > 0:
+            if self.fail_after.get(method, 0) > 0:
+                self.fail_after[method] -= 1
+            else:
+                self.fail[method] -= 1
+                return web.json_response({"ok": False, "error": "internal_error"})
         if method == "apps.connections.open":
             if token != self.app_token:
                 return web.json_response({"ok": False, "error": "invalid_auth"})
@@ -174,11 +203,8 @@ class FakeSlack(LoopbackServer):
                 "bot_id": self.bot_id,
             }
             return web.json_response(body, headers={"X-OAuth-Scopes": self.scopes})
-        if method == "chat.postMessage":
-            ts = self.new_ts()
-            return web.json_response({"ok": True, "channel": args.get("channel"), "ts": ts})
-        if method == "chat.update":
-            return web.json_response({"ok": True, "channel": args.get("channel"), "ts": args["ts"]})
+        if method.startswith("chat."):
+            return self._message(method, args)
         if method == "assistant.threads.setStatus":
             if not self.assistant:
                 error = {"ok": False, "error": "missing_scope", "needed": "assistant:write"}
@@ -186,6 +212,36 @@ class FakeSlack(LoopbackServer):
             return web.json_response({"ok": True})
         if method == "files.info":
             return web.json_response({"ok": True, "file": {"id": args.get("file")}})
+        return web.json_response({"ok": False, "error": "unknown_method"})
+
+    def _message(self, method: str, args: dict[str, Any]) -> web.Response:
+        """The ``chat.*`` methods, kept in `messages`."""
+        if method in ("chat.postMessage", "chat.startStream"):
+            if method == "chat.startStream" and not self.streaming:
+                return web.json_response({"ok": False, "error": "unknown_method"})
+            ts = self.new_ts()
+            text = args.get("text") if method == "chat.postMessage" else args.get("markdown_text")
+            self.messages[ts] = {"thread_ts": args.get("thread_ts"), "text": text or ""}
+            if method == "chat.startStream":
+                self.streaming_ts.add(ts)
+            return web.json_response({"ok": True, "channel": args.get("channel"), "ts": ts})
+        if method in ("chat.appendStream", "chat.stopStream"):
+            ts = str(args.get("ts"))
+            if ts not in self.streaming_ts:
+                return web.json_response({"ok": False, "error": "message_not_in_streaming_state"})
+            self.messages[ts]["text"] += args.get("markdown_text") or ""
+            if method == "chat.stopStream":
+                self.streaming_ts.discard(ts)
+            return web.json_response({"ok": True, "channel": args.get("channel"), "ts": ts})
+        if method in ("chat.update", "chat.delete"):
+            ts = str(args["ts"])
+            if ts not in self.messages:
+                return web.json_response({"ok": False, "error": "message_not_found"})
+            if method == "chat.delete":
+                del self.messages[ts]
+            else:
+                self.messages[ts]["text"] = args.get("text") or ""
+            return web.json_response({"ok": True, "channel": args.get("channel"), "ts": ts})
         return web.json_response({"ok": False, "error": "unknown_method"})
 
     async def _record(self, call: Call) -> None:

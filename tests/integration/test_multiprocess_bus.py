@@ -11,9 +11,12 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import select
 
 from core.bus.delivery import DeliveryWorker
 from core.bus.sql import SqlBus
+from core.bus.tables import OutboundRow
+from core.errors import RetryLater
 from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.scheduling.leader import LEADER_LEASE, SchedulerLeader
 from core.store.engine import Store
@@ -226,3 +229,39 @@ async def test_a_stopping_worker_gives_back_what_it_did_not_send(
     await worker.stop()  # a graceful restart: due again at once, not after the lease
     again = await other.due_outbound("cli", limit=10, lease_seconds=60)
     assert sorted(d.message.inbound_id for d in again) == sorted(ids)
+
+
+async def test_a_rate_limited_reply_waits_without_using_up_attempts(
+    stores: tuple[Store, Store],
+) -> None:
+    bus = SqlBus(store=stores[0])
+    (mid,) = await _replies(bus, 1)
+    tries: list[str] = []
+
+    async def busy_then_sent(reply: OutboundMessage) -> None:
+        tries.append(reply.inbound_id)
+        if len(tries) <= 5:  # more refusals than max_attempts allows failures
+            raise RetryLater("ratelimited", retry_after=0.05)
+
+    worker = DeliveryWorker(
+        bus=bus, channel="cli", send=busy_then_sent, max_attempts=2, poll_interval=0.05
+    )
+    worker.start()
+    try:
+        await eventually(lambda: _row(stores[0], mid), timeout=30)
+    finally:
+        await worker.stop()
+    assert tries == [mid] * 6
+    # One attempt counted: the one that succeeded; the five waits used up none.
+    assert await _row(stores[0], mid) == ("delivered", 1, "ratelimited")
+
+
+async def _row(store: Store, inbound_id: str) -> tuple[str, int, str | None] | None:
+    """(status, attempts, last_error) of the reply to ``inbound_id`` once delivered."""
+    query = select(OutboundRow.status, OutboundRow.attempts, OutboundRow.last_error).where(
+        OutboundRow.inbound_id == inbound_id, OutboundRow.status == "delivered"
+    )
+    async with store.read() as session:
+        conn = await session.connection()
+        row = (await conn.execute(query)).first()
+    return None if row is None else (str(row[0]), int(row[1]), row[2])

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 import pytest
 
 from channels.slack import REFUSAL
+from channels.slack.render import to_mrkdwn
 from gateway.daemon import EX_CONFIG, serve
 from tests.fakes.fake_openai import Delay, FakeOpenAI, Text
 from tests.fakes.fake_slack import FakeSlack, event_body
@@ -202,6 +204,67 @@ async def test_progress_is_shown_and_updates_are_throttled(home: Path) -> None:
     assert min(gaps) >= 0.9, gaps
 
 
+async def test_a_reply_is_streamed_with_slacks_streaming_methods(home: Path) -> None:
+    async with (
+        FakeSlack(streaming=True) as slack,
+        FakeOpenAI() as llm,
+        gateway(home, overrides(slack, llm)) as gw,
+    ):
+        await gw.running()
+        answer = "word " * 60
+        llm.script(Text(answer, chunk_chars=5, chunk_delay=0.05))  # ~3 s of streaming
+        await gw.post_event(event_body(dm("write a lot", ts="31.1")))
+        [stop] = await slack.wait_for("chat.stopStream")
+    [start] = slack.of("chat.startStream")
+    assert (start.args["thread_ts"], start.args["channel"]) == ("31.1", "DALICE")
+    assert (start.args["recipient_user_id"], start.args["recipient_team_id"]) == ("UALICE", "T1")
+    appends = slack.of("chat.appendStream")
+    assert {c.args["ts"] for c in [*appends, stop]} == {await _ts_of(slack, 0)}
+    assert len(appends) >= 1
+    times = [start.at, *(a.at for a in appends)]
+    assert min(b - a for a, b in itertools.pairwise(times)) >= 0.9, times
+    # The stream holds the whole reply, once: no placeholder, no edit, no second post.
+    assert [t.strip() for t in slack.thread("31.1")] == [answer.strip()]
+    assert slack.posts() == [] and slack.of("chat.update") == []
+
+
+async def test_where_slack_cannot_stream_a_placeholder_is_edited_instead(home: Path) -> None:
+    async with (
+        FakeSlack() as slack,  # chat.startStream: unknown_method
+        FakeOpenAI() as llm,
+        gateway(home, overrides(slack, llm)) as gw,
+    ):
+        await gw.running()
+        llm.script(Delay(1.5, Text("first")), Delay(1.5, Text("second")))
+        await gw.post_event(event_body(dm("one", ts="33.1")))
+        await slack.wait_for("chat.update", text="first")
+        await gw.post_event(event_body(dm("two", ts="34.1")))
+        await slack.wait_for("chat.update", text="second")
+    # Refused once: the workspace is remembered as unable to stream (no retry storm).
+    assert len(slack.of("chat.startStream")) == 1
+    assert slack.thread("33.1") == ["first"] and slack.thread("34.1") == ["second"]
+
+
+async def test_a_stream_failing_midway_still_ends_with_the_whole_reply_once(home: Path) -> None:
+    async with (
+        FakeSlack(
+            streaming=True, fail={"chat.appendStream": 1}, fail_after={"chat.appendStream": 1}
+        ) as slack,
+        FakeOpenAI() as llm,
+        gateway(home, overrides(slack, llm)) as gw,
+    ):
+        await gw.running()
+        answer = "**word** " * 60
+        llm.script(Text(answer, chunk_chars=9, chunk_delay=0.05))
+        await gw.post_event(event_body(dm("write a lot", ts="35.1")))
+        [edit] = await slack.wait_for("chat.update")
+    ts = await _ts_of(slack, 0)
+    assert len(slack.of("chat.appendStream")) == 2  # one landed, one failed, no more tried
+    whole = to_mrkdwn(answer.strip())
+    assert edit.args["ts"] == ts and edit.args["text"] == whole
+    assert slack.thread("35.1") == [whole] and slack.posts() == []
+
+
 async def test_assistant_thread_status_where_available(home: Path) -> None:
     async with (
         FakeSlack(assistant=True) as slack,
@@ -229,6 +292,24 @@ async def test_a_rate_limited_post_is_retried(home: Path) -> None:
         posts = await slack.wait_for("chat.postMessage", 2, thread_ts="50.1")
     assert posts[1].at - posts[0].at >= 0.9  # Retry-After: 1 was waited out
     assert posts[1].args["text"] == "echo: busy?"
+
+
+async def test_sustained_rate_limits_never_drop_a_reply(home: Path) -> None:
+    async with (
+        FakeSlack(retry_after=0) as slack,
+        FakeOpenAI() as llm,
+        gateway(home, overrides(slack, llm, send_attempts=2)) as gw,
+    ):
+        await gw.running()
+        # Each send meets three 429s (one and two retries in the client): four sends'
+        # worth, where two failed sends would give the reply up.
+        slack.rate_limit["chat.postMessage"] = 10
+        await gw.post_event(event_body(dm("busy?", ts="51.1")))
+        await slack.wait_for("chat.postMessage", 11, thread_ts="51.1", timeout=60)
+        await asyncio.sleep(0.5)
+        report = await gw.status()
+    assert slack.thread("51.1") == ["echo: busy?"]
+    assert gw.channel(report)["failed_deliveries"] == 0
 
 
 async def test_a_schedule_made_in_a_thread_answers_in_that_thread(home: Path) -> None:

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import shutil
 import sqlite3
+import textwrap
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from channels.webhook import signed_headers
+from gateway.cli import app
 from gateway.daemon import EX_CONFIG, serve
 from tests.fakes.callback_server import CallbackServer
 from tests.fakes.fake_openai import FakeOpenAI
@@ -190,6 +196,13 @@ async def test_a_callback_that_never_succeeds_is_recorded_as_failed(
                 await asyncio.sleep(0.05)
         assert webhook["last_failed_delivery"]["session"] == "webhook:ci:lost"
         assert "503" in webhook["last_failed_delivery"]["error"]
+        # `familiar status` (the table, not only --json) shows it too.
+        table = await asyncio.to_thread(
+            CliRunner().invoke, app, ["status", "--home", str(home)], catch_exceptions=False
+        )
+        shown = " ".join(table.stdout.replace("│", " ").split())
+        assert "1 failed delivery (last: webhook:ci:lost: " in shown
+        assert "callback answered HTTP 503" in shown
         session = await gw.session("webhook:ci:lost")
         assert session is not None
         [failed] = [e for e in session["events"] if e["type"] == "delivery.failed"]
@@ -336,6 +349,10 @@ async def test_openapi_document(home: Path, fake: FakeOpenAI) -> None:
             "channels.webhook.hooks.cb",
         ),
         ('[channels.webhook.hooks."a b"]\ntoken = "t"\n', "channels.webhook.hooks"),
+        (
+            '[channels.webhook.hooks.big]\ntoken = "t"\nmax_body = 2097152\n',
+            "channels.webhook.hooks.big.max_body",
+        ),
     ],
 )
 async def test_bad_hooks_are_config_errors(
@@ -354,3 +371,53 @@ async def test_metrics_count_refusals(home: Path, fake: FakeOpenAI) -> None:
         async with gw.http.get(gw.base + "/metrics") as response:
             text = await response.text()
         assert 'familiar_webhook_requests_total{hook="ci",status="401"} 1.0' in text
+
+
+def _readme_shell_blocks() -> list[str]:
+    """The ``sh`` code blocks of the README's Webhooks section, dedented."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("\n### Webhooks\n", 1)[1].split("\n### ", 1)[0]
+    blocks = re.findall(r"^( *)```sh\n(.*?)^\1```", section, flags=re.MULTILINE | re.DOTALL)
+    return [textwrap.dedent(body) for _, body in blocks]
+
+
+async def _bash(script: str, **env: str) -> dict[str, object]:
+    proc = await asyncio.create_subprocess_exec(
+        "bash",
+        "-euo",
+        "pipefail",
+        "-c",
+        script,
+        env={"PATH": os.environ["PATH"], **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    answer: dict[str, object] = json.loads(out)
+    return answer
+
+
+@pytest.mark.skipif(not (shutil.which("curl") and shutil.which("openssl")), reason="curl, openssl")
+async def test_the_readme_curl_and_openssl_examples_work(home: Path, fake: FakeOpenAI) -> None:
+    send, with_token, poll = _readme_shell_blocks()
+    secret, token = "a-long-random-string", "another-long-random-string"
+    hooks = f'[channels.webhook.hooks.ci]\nsecret = "{secret}"\ntoken = "{token}"\n'
+    write_webhook_config(home, provider=_provider(fake), hooks=hooks)
+    async with running_webhook(home) as gw:
+
+        def here(script: str) -> str:
+            return script.replace("http://127.0.0.1:8787", gw.base)
+
+        sent = await _bash(here(send))
+        assert sent.get("session") == "nightly", sent
+        waited = await _bash(here(with_token), TOKEN=token)
+        assert (waited["reply"], waited["status"]) == ("echo: hi", "done")
+        await gw.until_done("ci", str(sent["message_id"]), secret=secret)
+        polled = await _bash(here(poll).replace("9f0c...", str(sent["message_id"])), SECRET=secret)
+    assert polled == {
+        "message_id": sent["message_id"],
+        "session": "nightly",
+        "status": "done",
+        "reply": "echo: Summarise the nightly build",
+    }

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import aiohttp
 import pytest
+import yaml
 from pydantic import SecretStr, ValidationError
 
+import channels.slack
+from channels.slack.api import REQUIRED_SCOPES, SlackError, SlackRateLimited, _retry_after
 from channels.slack.config import SlackConfig
 from channels.slack.files import FileFetcher
 from channels.slack.intake import BotIdentity, command_text, from_event
 from channels.slack.render import error_line, split, to_mrkdwn
+from core.errors import RetryLater
 
 ME = BotIdentity(team_id="T1", user_id="UBOT", bot_id="BBOT")
 
@@ -124,3 +130,42 @@ async def test_the_bot_token_only_goes_to_slack_file_origins() -> None:
         ]
         fetched = await fetcher.fetch(files, budget=1.0)
     assert fetched.text.count("no downloadable URL") == len(refused)
+
+
+def test_the_manifest_holds_the_scopes_and_events_the_channel_uses() -> None:
+    text = (Path(channels.slack.__file__).parent / "manifest.yaml").read_text()
+    manifest = yaml.safe_load(text)
+    scopes = manifest["oauth_config"]["scopes"]["bot"]
+    assert len(scopes) == len(set(scopes)) and set(REQUIRED_SCOPES) <= set(scopes)
+    assert set(scopes) == {
+        *REQUIRED_SCOPES,  # mentions, DMs, replies: posted, streamed, edited (chat:write)
+        "channels:history",  # thread replies in public channels
+        "groups:history",  # ... and private ones
+        "files:read",  # attached text files
+        "commands",  # /familiar
+        "assistant:write",  # assistant.threads.setStatus
+    }
+    events = manifest["settings"]["event_subscriptions"]["bot_events"]
+    assert set(events) == {
+        "app_mention",
+        "message.im",
+        "message.channels",
+        "message.groups",
+        "assistant_thread_started",  # comes with the assistant feature; ignored
+    }
+    for event in events:  # every message.<kind> event has its <kind>:history scope
+        if event.startswith("message."):
+            assert f"{event.removeprefix('message.')}:history" in scopes
+    assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/familiar"]
+    assert "assistant_view" in manifest["features"]
+    assert manifest["settings"]["socket_mode_enabled"] is True  # the default mode
+    # HTTP mode: the two URLs to uncomment point at the gateway's route.
+    assert text.count("# url: https://") == 1 and text.count("# request_url: https://") == 1
+    assert text.count("/slack/events") == 3
+
+
+def test_a_rate_limit_is_a_slack_error_the_outbox_waits_out() -> None:
+    exc = SlackRateLimited("chat.postMessage failed: ratelimited", retry_after=3)
+    assert isinstance(exc, SlackError) and isinstance(exc, RetryLater)
+    assert (exc.error, exc.retry_after) == ("ratelimited", 3)
+    assert _retry_after({"Retry-After": ["7"]}) == 7 and _retry_after({"retry-after": "x"}) == 1
