@@ -12,9 +12,11 @@ sessions x 1 message, 1, 2 and 4 agent workers, SQLite and PostgreSQL when reach
   control socket (``ControlClient``, no streaming) at once; the wall time runs from
   the first send to the last reply. Every reply is checked (the echo of its own text)
   and the fake's request count must equal N.
-- **idle RSS**: the resident memory of every process of the tree (supervisor and
-  children, from ``/proc``) once ready and idle, for ``single`` and for ``multi``
-  with 1 and 2 agent workers.
+- **idle memory**: every process of the tree (supervisor, zygote, roles; from
+  ``/proc/PID/smaps_rollup``) once ready and idle, for ``single`` and for ``multi``
+  with 1 and 2 agent workers: RSS, PSS (a page shared by k processes counts 1/k in
+  each, so the PSS total is what the tree really costs) and USS (private pages), and
+  each role's start-to-ready time from the supervisor's log.
 - **wake-up latency**: one-way latency of a wake-up from this process to another
   (a child process listening), over the Unix datagram sockets (SQLite's) and over
   PostgreSQL NOTIFY; both clocks are the system-wide CLOCK_MONOTONIC. Pings are sent
@@ -96,14 +98,6 @@ class _Gateway:
                 cwd=ROOT, env=_env(), stdout=log, stderr=log,
             )  # fmt: skip
 
-    def pids(self) -> list[int]:
-        """The supervisor (or single process) and its children."""
-        try:
-            body = json.loads((self.home / "run" / "processes.json").read_text())
-        except (OSError, ValueError):
-            return [self.proc.pid]
-        return [self.proc.pid, *(p["pid"] for p in body["processes"] if p.get("pid"))]
-
     async def wait_ready(self, *, multi: bool) -> float:
         started = time.perf_counter()
         async with asyncio.timeout(180), ControlClient(self.home) as client:
@@ -146,14 +140,59 @@ def _roles(home: Path, supervisor: int) -> dict[str, int]:
     return {p["name"]: p["pid"] for p in body["processes"] if p.get("pid")}
 
 
-def _rss_mib(pid: int) -> float:
+def _tree(root: int) -> list[int]:
+    """``root`` and every process below it (the supervisor's zygote too)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            ppid = int(next(x.split()[1] for x in status.splitlines() if x.startswith("PPid:")))
+            parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(parents.get(pid, []))
+    return found
+
+
+def _memory_mib(pid: int) -> dict[str, float]:
+    """RSS, PSS (shared pages split between their users) and USS (private) of ``pid``."""
+    fields: dict[str, float] = {"rss": 0.0, "pss": 0.0, "uss": 0.0}
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
     except OSError:
-        pass
-    return 0.0
+        return fields
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        kib = rest.split()[0] if rest.split() else "0"
+        if key == "Rss":
+            fields["rss"] += int(kib) / 1024
+        elif key == "Pss":
+            fields["pss"] += int(kib) / 1024
+        elif key in ("Private_Clean", "Private_Dirty"):
+            fields["uss"] += int(kib) / 1024
+    return fields
+
+
+def _role_ready_s(log: str) -> dict[str, float]:
+    """Each role's start (the supervisor forks or spawns it) to its ``READY=1``."""
+    started: dict[str, float] = {}
+    ready: dict[str, float] = {}
+    for line in log.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        msg = str(record.get("msg", ""))
+        if msg.startswith("started role="):
+            started[msg.split()[1].removeprefix("role=")] = record["ts"]
+        elif msg.startswith("role=") and msg.endswith(" ready"):
+            ready[msg.split()[0].removeprefix("role=")] = record["ts"]
+    return {r: round(ready[r] - started[r], 3) for r in sorted(ready) if r in started}
 
 
 # -- throughput --------------------------------------------------------------------------
@@ -243,15 +282,21 @@ async def idle_rss(*, base_url: str, processes: str, workers: int) -> dict[str, 
         try:
             ready = await gateway.wait_ready(multi=processes == "multi")
             await asyncio.sleep(3)  # idle
-            per = {pid: _rss_mib(pid) for pid in gateway.pids()}
+            per = {pid: _memory_mib(pid) for pid in _tree(gateway.proc.pid)}
+            log = (home / "daemon.log").read_text(errors="replace")
         finally:
             gateway.stop()
+        roles = _role_ready_s(log)
         return {
             "mode": processes if processes == "single" else f"multi, {workers} agent worker(s)",
             "processes": len(per),
-            "rss_total_mib": round(sum(per.values()), 1),
-            "rss_each_mib": [round(v, 1) for v in per.values()],
+            "pss_total_mib": round(sum(m["pss"] for m in per.values()), 1),
+            "rss_total_mib": round(sum(m["rss"] for m in per.values()), 1),
+            "pss_each_mib": [round(m["pss"], 1) for m in per.values()],
+            "rss_each_mib": [round(m["rss"], 1) for m in per.values()],
+            "uss_each_mib": [round(m["uss"], 1) for m in per.values()],
             "ready_s": round(ready, 2),
+            "role_ready_s": roles or "-",
         }
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -373,7 +418,7 @@ async def _main(args: argparse.Namespace) -> None:
             rows = [await idle_rss(base_url=base_url, processes="single", workers=1)]
             for workers in (1, 2):
                 rows.append(await idle_rss(base_url=base_url, processes="multi", workers=workers))
-            _print("idle RSS of the process tree", rows)
+            _print("idle memory of the process tree (MiB; PSS counts a shared page once)", rows)
         if "throughput" in args.parts:
             rows = []
             for backend in args.backends:
