@@ -51,6 +51,7 @@ from gateway.process_table import (
     SUPERVISED_ENV,
     ProcessInfo,
     ProcessState,
+    process_name,
     write_processes,
 )
 from gateway.systemd import sd_notify, watchdog_interval
@@ -102,7 +103,9 @@ class _Child:
 
     role: str
     name: str
-    """``channels``, ``scheduler``, ``agent-1``..."""
+    """``channels``, ``scheduler``, ``agent-1``, ``channel:slack``..."""
+    channel: str | None = None
+    """The one channel it runs (``channel_processes = "per-channel"``)."""
     proc: asyncio.subprocess.Process | None = None
     state: ProcessState = "starting"
     ready: bool = False
@@ -149,12 +152,7 @@ class Supervisor:
         self.config = config
         self.python = python
         self.run_dir = home / RUN_DIR
-        gw = config.gateway
-        self.children = [
-            _Child("channels", "channels"),
-            _Child("scheduler", "scheduler"),
-            *(_Child("agent", f"agent-{i}") for i in range(1, gw.worker_count() + 1)),
-        ]
+        self.children = _children(config)
         self.stopping = False
         self.exit_code = 0
         self._stop = asyncio.Event()
@@ -301,6 +299,7 @@ class Supervisor:
             str(self.home),
             "--role",
             child.role,
+            *(("--channel", child.channel) if child.channel is not None else ()),
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
             pass_fds=(self._parent_r,),
@@ -431,6 +430,19 @@ class Supervisor:
             ):
                 sd_notify("WATCHDOG=1")
                 last_ping = now
+
+
+def _children(config: FamiliarConfig) -> list[_Child]:
+    """The processes to run: ``channels`` first (it opens the store), ``channel:<name>``
+    per enabled channel but cli with ``per-channel``, ``scheduler``, ``agent-N``."""
+    gw = config.gateway
+    own = [name for name in config.channels.enabled() if name != "cli"] if gw.per_channel else []
+    return [
+        _Child("channels", "channels"),
+        *(_Child("channels", process_name(name), channel=name) for name in own),
+        _Child("scheduler", "scheduler"),
+        *(_Child("agent", f"agent-{i}") for i in range(1, gw.worker_count() + 1)),
+    ]
 
 
 async def _first(*waits: object) -> None:
