@@ -85,6 +85,14 @@ async def test_a_killed_channel_process_leaves_the_others_answering_and_comes_ba
 
             code, answer = await _webhook(base, "through the front")
             assert (code, answer["reply"]) == (200, "echo: through the front"), answer
+            # The delivery was counted in the webhook's process, served by the front.
+            out = 'familiar_messages_out_total{channel="webhook",kind="reply"} 1.0'
+
+            async def counted() -> bool:
+                async with aiohttp.ClientSession() as http, http.get(base + "/metrics") as r:
+                    return out in await r.text()
+
+            await eventually(counted, timeout=TIMEOUT, interval=0.2, what="messages_out")
 
             listed = await _cli(home, "status", "--json")
             assert listed.returncode == 0, listed.stderr
