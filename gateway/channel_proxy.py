@@ -136,6 +136,7 @@ class RemoteChannel:
             self.state, self.error = "starting", None  # not up yet: not a failure
             return
         why = row.get("error") if row is not None else None
+        self._report.pop("retry_in", None)  # the dead process's plan, not a current one
         self.state = "failed"
         self.error = f"process down ({why})" if why else "process down"
 

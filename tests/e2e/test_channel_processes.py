@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,9 @@ async def test_a_killed_channel_process_leaves_the_others_answering_and_comes_ba
             await gw.wait_ready()
             table = gw.table()
             assert table["channel:webhook"]["role"] == "channels"
+            private = home / "run" / "channels"
+            assert stat.S_IMODE(private.stat().st_mode) == 0o700
+            assert stat.S_IMODE((private / "webhook.sock").stat().st_mode) == 0o600
             status = await gw.get("/v1/status")
             base = f"http://{status['http']}"
             await eventually(
