@@ -24,6 +24,7 @@ __all__ = [
     "MeteredChannel",
     "ProbedChannel",
     "RetryingChannel",
+    "RoutedChannel",
 ]
 
 
@@ -81,6 +82,23 @@ class RetryingChannel(Protocol):
 
     @property
     def delivery_policy(self) -> DeliveryPolicy: ...
+
+
+@runtime_checkable
+class RoutedChannel(Protocol):
+    """Optional: a channel that adds routes to ``ChannelContext.http``.
+
+    When the channel runs in a process of its own (``gateway.channel_processes =
+    "per-channel"``), the gateway's HTTP front forwards these paths to it (each
+    prefix and everything below it). Routes outside them are not reachable there.
+    The peer address reaches the handler as ``request.remote``: read it there, not
+    from the transport.
+    """
+
+    @property
+    def http_routes(self) -> tuple[str, ...]:
+        """Path prefixes served (``("/webhook",)``); empty when none with this config."""
+        ...
 
 
 @runtime_checkable

@@ -104,8 +104,13 @@ def gateway(
             'gateway.processes = "single".'
         ),
     ] = None,
+    channel: Annotated[
+        str | None, typer.Option(help="With --role channels: run only this channel.")
+    ] = None,
 ) -> None:
     """Run the gateway in the foreground (what systemd runs)."""
+    if channel is not None and role is not GatewayRole.channels:
+        raise fail("--channel needs --role channels")
     if role is None:
         # The supervisor imports none of the daemon (store, agent, aiohttp): it stays small.
         from gateway.processes import supervise_or_none
@@ -118,7 +123,7 @@ def gateway(
     from gateway.daemon import Role, serve
 
     chosen: Role | None = role.value if role is not None else None
-    raise typer.Exit(asyncio.run(serve(resolve_home(home), role=chosen)))
+    raise typer.Exit(asyncio.run(serve(resolve_home(home), role=chosen, channel=channel)))
 
 
 app.add_typer(config_app, name="config")

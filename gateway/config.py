@@ -112,6 +112,11 @@ class GatewayConfig(BaseModel):
             as healthy again.
         child_stop_timeout: seconds a child gets to stop after SIGTERM (beyond
             ``agent.shutdown_grace``) before it is killed.
+        channel_processes: ``one`` (default): every channel runs in the ``channels``
+            process; ``per-channel``: each enabled channel but ``cli`` runs in a process
+            of its own (``channel:<name>``), so a crashing channel leaves the others
+            answering; the ``channels`` process keeps the control socket and the HTTP
+            port and forwards each channel's routes to it. Needs ``processes = "multi"``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -122,12 +127,23 @@ class GatewayConfig(BaseModel):
     crash_loop_restarts: int = Field(default=5, ge=2)
     crash_loop_window: float = Field(default=60.0, gt=0)
     child_stop_timeout: float = Field(default=10.0, gt=0)
+    channel_processes: Literal["one", "per-channel"] = "one"
 
     @model_validator(mode="after")
-    def _workers(self) -> GatewayConfig:
+    def _consistent(self) -> GatewayConfig:
         if isinstance(self.agent_workers, int) and not 1 <= self.agent_workers <= 256:
             raise ValueError("agent_workers must be auto or between 1 and 256")
+        if self.channel_processes == "per-channel" and self.processes == "single":
+            raise ValueError(
+                'channel_processes = "per-channel" needs processes = "multi" '
+                "(a single process cannot give each channel a process of its own)"
+            )
         return self
+
+    @property
+    def per_channel(self) -> bool:
+        """Whether each channel but ``cli`` runs in a process of its own."""
+        return self.channel_processes == "per-channel"
 
     def worker_count(self) -> int:
         """The number of agent workers (``auto`` resolved on this host)."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from aiohttp import web
 
-from channels.base import Channel, ChannelContext, MeteredChannel
+from channels.base import Channel, ChannelContext, MeteredChannel, RoutedChannel
 from channels.cli import CliChannel
 from core.app import CoreApp, build_core
 from core.bus.delivery import DeliveryWorker
@@ -26,12 +26,15 @@ from core.bus.wakeups import WakeupService
 from core.errors import ConfigError, FamiliarError
 from core.mcp import McpConfig
 from core.messages import OutboundMessage
+from core.private_files import private_dir
 from core.providers.base import Provider
 from core.providers.factory import build_provider
 from core.scheduling import HeartbeatService
 from core.scheduling.leader import SchedulerLeader
 from core.store.engine import Store
 from core.store.leases import Leases
+from gateway.channel_proxy import RemoteChannel
+from gateway.channel_socket import channel_app, channel_lock, channel_socket, channels_dir
 from gateway.config import (
     CONFIG_FILE,
     FamiliarConfig,
@@ -58,6 +61,7 @@ from gateway.process_table import (
     PARENT_FD_ENV,
     SUPERVISED_ENV,
     own_process,
+    process_name,
     read_processes,
 )
 from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
@@ -95,24 +99,25 @@ ROLES: tuple[Role, ...] = get_args(Role)
 _DRAIN_SECONDS = 2.0
 
 
-def run_gateway(home: Path, role: Role | None = None) -> int:
+def run_gateway(home: Path, role: Role | None = None, channel: str | None = None) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status.
 
     Without ``role``, what ``gateway.processes`` says: the supervisor of the role
     processes (``multi``) or everything in this process (``single``). With a role,
-    that role alone (``familiar gateway --role ...``).
+    that role alone (``familiar gateway --role ...``); with ``channel`` (``--role channels
+    --channel NAME``), that one channel in a process of its own (``per-channel``).
 
     0 after a clean stop, 78 (EX_CONFIG) for bad configuration, 1 for other failures
     to start (another gateway on this home, unreachable or damaged store...) and when
     the database file is lost while serving.
     """
-    if role is None:
+    if role is None and channel is None:
         from gateway.processes import supervise_or_none
 
         code = supervise_or_none(home)
         if code is not None:
             return code
-    return asyncio.run(serve(home, role=role))
+    return asyncio.run(serve(home, role=role, channel=channel))
 
 
 async def serve(
@@ -124,6 +129,7 @@ async def serve(
     config_overrides: Mapping[str, Any] | None = None,
     entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
     role: Role | None = None,
+    channel: str | None = None,
 ) -> int:
     """Start every part of the gateway, serve until stopped, shut down gracefully.
 
@@ -139,6 +145,8 @@ async def serve(
             plugins from (default: the installed ones).
         role: run only this role (a child of the supervisor, or a unit per role);
             None runs every part in this process (``gateway.processes = "single"``).
+        channel: run only this channel (``channel_processes = "per-channel"``: the
+            ``channel:<name>`` process); implies the ``channels`` role.
 
     Returns:
         The process exit status (see `run_gateway`).
@@ -162,17 +170,18 @@ async def serve(
     setup_logging(config.log)
     for reason in plugins.broken.values():
         log.warning("%s", reason)
+    if channel is not None:
+        role = "channels"
     roles = frozenset(ROLES) if role is None else frozenset({role})
-    # One gateway (supervisor or single process) per home, and one control socket owner.
-    names = [LOCK_FILE] if role is None else []
-    names += [CHANNELS_LOCK_FILE] if "channels" in roles else []
-    locks = [HomeLock(home / RUN_DIR / name) for name in names]
+    paths, socket_path = _locks_and_socket(home, role, channel)
+    locks = [HomeLock(path) for path in paths]
     try:
         await asyncio.to_thread(secure_home, home, workspace_dir(home, config))
+        await asyncio.to_thread(private_dir, channels_dir(home))
         for lock in locks:
             await asyncio.to_thread(lock.acquire, home)
-        if "channels" in roles:
-            await asyncio.to_thread(check_socket_path, home / RUN_DIR / SOCKET_FILE)
+        if socket_path is not None:
+            await asyncio.to_thread(check_socket_path, socket_path)
     except (GatewayLocked, SocketPathTaken, OSError) as exc:
         for lock in locks:
             await asyncio.to_thread(lock.release)
@@ -186,11 +195,27 @@ async def serve(
             env=os.environ if env is None else env,
             ollama_url=ollama_url,
             roles=roles,
+            channel=channel,
         )
         return await gateway.run(stop)
     finally:
         for lock in locks:
             await asyncio.to_thread(lock.release)
+
+
+def _locks_and_socket(
+    home: Path, role: Role | None, channel: str | None
+) -> tuple[list[Path], Path | None]:
+    """The lock files this process holds and the socket it serves: one gateway
+    (supervisor or single process) per home, one control socket owner, and one process
+    per channel that runs in its own."""
+    paths = [home / RUN_DIR / LOCK_FILE] if role is None else []
+    if channel is not None:
+        return [*paths, channel_lock(home, channel)], channel_socket(home, channel)
+    if role in (None, "channels"):
+        paths.append(home / RUN_DIR / CHANNELS_LOCK_FILE)
+        return paths, home / RUN_DIR / SOCKET_FILE
+    return paths, None
 
 
 def _absolute(home: Path) -> Path:
@@ -214,10 +239,17 @@ class _Gateway:
         env: Mapping[str, str],
         ollama_url: str,
         roles: frozenset[Role] = frozenset(ROLES),
+        channel: str | None = None,
     ) -> None:
         self.roles = roles
         self.single = roles == frozenset(ROLES)
+        self.channel = channel
+        """The one channel this process runs (a ``channel:<name>`` process), or None."""
+        self.per_channel = config.gateway.per_channel and not self.single and channel is None
+        """The front of ``per-channel``: the cli here, every other channel elsewhere."""
         self.role_name = "single" if self.single else "+".join(sorted(roles))
+        if channel is not None:
+            self.role_name = process_name(channel)
         self.started_at = time.time()
         self.home = home
         self.config = config
@@ -229,6 +261,8 @@ class _Gateway:
         self.metrics = GatewayMetrics()
         self.cli = CliChannel(config=config.channels.cli)
         self.supervisors: list[ChannelSupervisor] = []
+        self.remote: list[RemoteChannel] = []
+        """Channels in processes of their own (the front of ``per-channel``)."""
         self.failures: DeliveryFailures | None = None
         self.store: Store | None = None
         self.core: CoreApp | None = None
@@ -312,14 +346,14 @@ class _Gateway:
         # anything is opened (exit 78).
         channels: list[Channel] = []
         if "channels" in self.roles:
-            channels = [self.cli, *build_channels(self.config.channels.enabled(), self.plugins)]
+            channels = self._channels_here()
         self.store = Store(url=self.store_url, config=self.config.store)
         await self.store.open()
         self.watch = StoreWatch(health=self.store.health, on_fatal=lambda _: self.lost.set())
         self.watch.start()
         self.wakeups = _wakeups(self.store, self.home / RUN_DIR / WAKE_DIR, self.store_url)
         await self.wakeups.start()
-        if "channels" in self.roles:
+        if "channels" in self.roles and self.channel is None:
             self.metrics.accept_from(self.wakeups)  # /metrics is served here
         else:
             self.metrics.forward_to(self.wakeups)
@@ -345,7 +379,9 @@ class _Gateway:
             home=self.home,
             wakeups=self.wakeups,
         )
-        if "channels" in self.roles:
+        if self.channel is not None:
+            await self._start_channel_process(channels)
+        elif "channels" in self.roles:
             await self._start_front(choice, channels)
         if "agent" in self.roles:
             if self.single:
@@ -360,6 +396,40 @@ class _Gateway:
             self._start_leader()
         if "channels" in self.roles:
             await self._start_listeners()
+
+    def _channels_here(self) -> list[Channel]:
+        """The channels this process runs (built without I/O: a refused config stops
+        here); in the front of ``per-channel``, the others become `RemoteChannel`."""
+        built = build_channels(self.config.channels.enabled(), self.plugins)
+        if self.channel is not None:
+            mine = [c for c in built if c.name == self.channel]
+            if not mine:
+                raise ConfigError(
+                    f"channel {self.channel!r} is not an enabled channel that runs in a "
+                    "process of its own (cli runs in the channels process)",
+                    key=f"channels.{self.channel}",
+                )
+            return mine
+        if not self.per_channel:
+            return [self.cli, *built]
+        self.remote = [
+            RemoteChannel(self.home, c.name, c.http_routes if isinstance(c, RoutedChannel) else ())
+            for c in built
+        ]
+        return [self.cli]
+
+    async def _start_channel_process(self, channels: list[Channel]) -> None:
+        """A ``channel:<name>`` process: its channel and delivery, its private socket."""
+        assert self.core is not None
+        await self.core.bus.release_dead_senders()
+        self.http_app = channel_app(self.channel_state)
+        http = self.http_app if self.config.http.enabled else None
+        await self._start_channels(self.core, channels, http)
+
+    def channel_state(self) -> dict[str, Any]:
+        """This process's channel as the front reports it."""
+        [state] = self.channel_report()
+        return state
 
     async def _start_front(self, choice: ProviderChoice | None, channels: list[Channel]) -> None:
         """The channels role: channels and their delivery, the control API's state."""
@@ -388,6 +458,10 @@ class _Gateway:
                 self.mcp_mount = await mount_mcp_endpoint(
                     self.http_app, home=self.home, config=self.config
                 )
+            for remote in self.remote:
+                remote.mount(self.http_app)
+        for remote in self.remote:
+            await remote.start()
         self.state = ControlState(
             home=self.home,
             workspace=self.workspace,
@@ -401,7 +475,7 @@ class _Gateway:
             processes=self.process_report,
             runs_agent="agent" in self.roles,
         )
-        await self._start_channels(self.core, channels)
+        await self._start_channels(self.core, channels, self.http_app)
 
     def _heartbeat(self, deliver: Callable[[OutboundMessage], Awaitable[None]]) -> HeartbeatService:
         assert self.core is not None and self.store is not None
@@ -454,6 +528,13 @@ class _Gateway:
         await self.core.bus.publish_outbound(forwarded)
 
     async def _start_listeners(self) -> None:
+        if self.channel is not None:
+            assert self.http_app is not None
+            self.control = ControlServer(self.http_app, channel_socket(self.home, self.channel))
+            await self.control.start()
+            self.listening.add("control")
+            log.info("channel %s serving on %s", self.channel, self.control.path)
+            return
         assert self.core is not None and self.state is not None
         schedules = self.core.schedules
         self.control = ControlServer(
@@ -491,15 +572,17 @@ class _Gateway:
         provider = build_provider(cfg)
         return MeteredProvider(provider, self.metrics) if provider is not None else None
 
-    async def _start_channels(self, core: CoreApp, channels: list[Channel]) -> None:
+    async def _start_channels(
+        self, core: CoreApp, channels: list[Channel], http: web.Application | None
+    ) -> None:
         """Start every channel at once; one that fails is retried, never fatal."""
         services = core
         context = ChannelContext(
             bus=services.bus,
             hub=services.hub,
             unread=services.sessions,
-            http=self.http_app,
-            http_host=self.config.http.host if self.http_app is not None else None,
+            http=http,
+            http_host=self.config.http.host if http is not None else None,
         )
 
         failures = self.failures = DeliveryFailures(events=core.events)
@@ -528,10 +611,11 @@ class _Gateway:
     def channel_report(self) -> list[dict[str, Any]]:
         """Each channel's ``name``, ``state``, ``error``, ``retry_in`` and ``restarts``."""
         failures = self.failures
-        return [
+        here = [
             {**s.as_json(), **(failures.report(s.name) if failures else {})}
             for s in self.supervisors
         ]
+        return here + [remote.as_json() for remote in self.remote]
 
     async def _start_http(self) -> None:
         if self.http_app is None or self.state is None:
@@ -564,6 +648,8 @@ class _Gateway:
             await self.http_runner.cleanup()
         if self.mcp_mount is not None:
             await self.mcp_mount.stop()
+        for remote in self.remote:
+            await remote.stop()
         for supervisor in self.supervisors:
             await supervisor.stop()
         if self.watch is not None:
@@ -639,7 +725,9 @@ class _Gateway:
         if not self.supervisors:
             reasons.append("channels not started")
         reasons += [r for s in self.supervisors if (r := s.not_ready()) is not None]
-        for listener in ("control", "http"):
+        reasons += [r for c in self.remote if (r := c.not_ready()) is not None]
+        listeners = ("control",) if self.channel is not None else ("control", "http")
+        for listener in listeners:
             if listener not in self.listening and (listener != "http" or self.http_app):
                 reasons.append(f"{listener} not listening")
         return reasons
@@ -654,10 +742,9 @@ class _Gateway:
             cfg = self.state.provider.config
             provider = f"{cfg.kind}/{cfg.effective_model or '?'}"
         http = self.state.http_address if self.state and self.state.http_address else "off"
-        return (
-            f"serving: channels {', '.join(f'{s.name} {s.state}' for s in self.supervisors)}; "
-            f"provider {provider}; http {http}"
-        )
+        here = [f"{s.name} {s.state}" for s in self.supervisors]
+        here += [f"{c.name} {c.state} ({c.process})" for c in self.remote]
+        return f"serving: channels {', '.join(here)}; provider {provider}; http {http}"
 
 
 def _version() -> str:
@@ -689,12 +776,18 @@ def _parent_fd(env: Mapping[str, str]) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m gateway.daemon [--home DIR] [--role ROLE]``: run in the foreground."""
+    """``python -m gateway.daemon [--home DIR] [--role ROLE [--channel NAME]]``: run in
+    the foreground."""
     parser = argparse.ArgumentParser(prog="python -m gateway.daemon", description=__doc__)
     parser.add_argument("--home", type=Path, default=None, help="familiar home directory")
     parser.add_argument("--role", choices=ROLES, default=None, help="run only this role")
+    parser.add_argument(
+        "--channel", default=None, help="with --role channels: run only this channel"
+    )
     args = parser.parse_args(argv)
-    sys.exit(run_gateway(args.home or default_home(), role=args.role))
+    if args.channel is not None and args.role != "channels":
+        parser.error("--channel needs --role channels")
+    sys.exit(run_gateway(args.home or default_home(), role=args.role, channel=args.channel))
 
 
 if __name__ == "__main__":

@@ -90,12 +90,11 @@ class GatewayMetrics:
     def observe_llm(self, seconds: float) -> None:
         """One LLM call took ``seconds`` (sent on to the serving process, if told to)."""
         self.llm_latency.observe(seconds)
-        if self._forward is not None:
-            self._forward.announce(("metric", f"llm {seconds:.6f}"))
+        self._send_on(f"llm {seconds:.6f}")
 
     def forward_to(self, wakeups: Wakeups) -> None:
-        """In a process that does not serve /metrics (an agent worker): send what is
-        measured here to the one that does."""
+        """In a process that does not serve /metrics (an agent worker, a channel in a
+        process of its own): send what is measured here to the one that does."""
         self._forward = wakeups
 
     def accept_from(self, wakeups: Wakeups) -> None:
@@ -105,6 +104,11 @@ class GatewayMetrics:
             name, _, value = data.partition(" ")
             if name == "llm":
                 self.llm_latency.observe(float(value))
+            elif name == "out":
+                channel, _, kind = value.partition(" ")
+                self.messages_out.labels(channel=channel, kind=kind).inc()
+            elif name == "error":
+                self.errors.labels(kind=value).inc()
 
         wakeups.on("metric", measured)
 
@@ -161,10 +165,16 @@ class GatewayMetrics:
                 await send(message)
             except Exception:
                 self.errors.labels(kind="delivery").inc()
+                self._send_on("error delivery")
                 raise
             self.messages_out.labels(channel=channel, kind=message.kind).inc()
+            self._send_on(f"out {channel} {message.kind}")
 
         return metered
+
+    def _send_on(self, measured: str) -> None:
+        if self._forward is not None:
+            self._forward.announce(("metric", measured))
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

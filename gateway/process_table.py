@@ -23,6 +23,7 @@ __all__ = [
     "ProcessInfo",
     "ProcessState",
     "own_process",
+    "process_name",
     "read_processes",
     "supervised_processes",
     "write_processes",
@@ -48,7 +49,8 @@ class ProcessInfo:
     role: str
     """``agent``, ``channels``, ``scheduler`` (or ``single``)."""
     name: str
-    """Unique in the gateway: ``agent-1``, ``agent-2``, ``channels``, ``scheduler``."""
+    """Unique in the gateway: ``agent-1``, ``agent-2``, ``channels``, ``scheduler``,
+    ``channel:slack`` (`process_name`)."""
     pid: int | None
     state: ProcessState
     restarts: int = 0
@@ -59,6 +61,11 @@ class ProcessInfo:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def process_name(channel: str) -> str:
+    """The name of the process of a channel that runs in its own: ``channel:<name>``."""
+    return f"channel:{channel}"
 
 
 def own_process(role: str, started_at: float) -> ProcessInfo:

@@ -56,6 +56,7 @@ from gateway.process_table import (
     SUPERVISED_ENV,
     ProcessInfo,
     ProcessState,
+    process_name,
     write_processes,
 )
 from gateway.reaper import ChildProcess, ChildReaper, become_subreaper
@@ -115,7 +116,9 @@ class _Child:
 
     role: str
     name: str
-    """``channels``, ``scheduler``, ``agent-1``..."""
+    """``channels``, ``scheduler``, ``agent-1``, ``channel:slack``..."""
+    channel: str | None = None
+    """The one channel it runs (``channel_processes = "per-channel"``)."""
     proc: ChildProcess | None = None
     state: ProcessState = "starting"
     ready: bool = False
@@ -162,12 +165,7 @@ class Supervisor:
         self.config = config
         self.python = python
         self.run_dir = home / RUN_DIR
-        gw = config.gateway
-        self.children = [
-            _Child("channels", "channels"),
-            _Child("scheduler", "scheduler"),
-            *(_Child("agent", f"agent-{i}") for i in range(1, gw.worker_count() + 1)),
-        ]
+        self.children = _children(config)
         self.stopping = False
         self.exit_code = 0
         self._stop = asyncio.Event()
@@ -319,6 +317,7 @@ class Supervisor:
         child.ready = False
         child.became_ready.clear()
         argv = ["--home", str(self.home), "--role", child.role]
+        argv += ["--channel", child.channel] if child.channel is not None else []
         env = self._child_env()
         pid: int | None = None
         if self.zygote is not None:
@@ -462,6 +461,19 @@ class Supervisor:
             ):
                 sd_notify("WATCHDOG=1")
                 last_ping = now
+
+
+def _children(config: FamiliarConfig) -> list[_Child]:
+    """The processes to run: ``channels`` first (it opens the store), ``channel:<name>``
+    per enabled channel but cli with ``per-channel``, ``scheduler``, ``agent-N``."""
+    gw = config.gateway
+    own = [name for name in config.channels.enabled() if name != "cli"] if gw.per_channel else []
+    return [
+        _Child("channels", "channels"),
+        *(_Child("channels", process_name(name), channel=name) for name in own),
+        _Child("scheduler", "scheduler"),
+        *(_Child("agent", f"agent-{i}") for i in range(1, gw.worker_count() + 1)),
+    ]
 
 
 async def _first(*waits: object) -> None:

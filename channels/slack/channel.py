@@ -101,6 +101,10 @@ class SlackChannel:
         return DeliveryPolicy(max_attempts=self.config.send_attempts)
 
     @property
+    def http_routes(self) -> tuple[str, ...]:
+        return ("/slack/events",) if self.config.mode == "http" else ()
+
+    @property
     def api(self) -> SlackApi | None:
         """The Web API calls while the channel runs."""
         return self._api

@@ -98,6 +98,10 @@ class TeamsChannel:
     def from_config(cls, config: TeamsConfig) -> TeamsChannel:
         return cls(config=config)
 
+    @property
+    def http_routes(self) -> tuple[str, ...]:
+        return (ROUTE,)
+
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self, context: ChannelContext) -> None:
@@ -349,8 +353,9 @@ def _not_local(request: web.Request) -> str | None:
     for header in _FORWARDED:
         if header in request.headers:
             return f"it was forwarded ({header})"
-    peer = request.transport.get_extra_info("peername") if request.transport else None
-    host = peer[0] if isinstance(peer, tuple | list) and peer else None
+    # request.remote, not the transport: in a channel process of its own the gateway's
+    # front hands the peer over (a Unix socket has no address of its own).
+    host = request.remote
     return None if is_loopback(host) else f"it came from {host}"
 
 

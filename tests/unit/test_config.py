@@ -8,6 +8,7 @@ import pytest
 
 from core.errors import ConfigError
 from gateway.config import load_config
+from gateway.init import render_default_config
 
 
 def write(home: Path, text: str) -> None:
@@ -47,6 +48,12 @@ def test_file_then_env_then_overrides(tmp_path: Path, monkeypatch: pytest.Monkey
         ('[provider]\nkind = "gpt"\n', "provider.kind", "openai"),
         ('[scheduler]\ntimezone = "Mars/Base"\n', "scheduler.timezone", "Mars/Base"),
         ("[http]\nport = 70000\n", "http.port", "65535"),
+        ('[gateway]\nchannel_processes = "each"\n', "gateway.channel_processes", "per-channel"),
+        (
+            '[gateway]\nprocesses = "single"\nchannel_processes = "per-channel"\n',
+            "gateway",
+            'needs processes = "multi"',
+        ),
     ],
 )
 def test_bad_values_name_the_key(tmp_path: Path, toml: str, key: str, fragment: str) -> None:
@@ -55,6 +62,13 @@ def test_bad_values_name_the_key(tmp_path: Path, toml: str, key: str, fragment: 
         load_config(tmp_path)
     assert caught.value.key == key
     assert key in str(caught.value) and fragment in str(caught.value)
+
+
+def test_channel_processes_default_one_and_per_channel_accepted(tmp_path: Path) -> None:
+    assert load_config(tmp_path / "nothing-here").gateway.channel_processes == "one"
+    assert "\n# channel_processes = 'one'\n" in render_default_config()  # familiar init
+    write(tmp_path, '[gateway]\nchannel_processes = "per-channel"\n')
+    assert load_config(tmp_path).gateway.per_channel
 
 
 def test_bad_env_value_names_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
