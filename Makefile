@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_teams
 	$(BIN)/python -m tests.bench.bench_subagents
 	$(BIN)/python -m tests.bench.bench_processes
+	$(BIN)/python -m tests.bench.bench_channel_processes
 
 # systemd-analyze lints the unit files in tests; bubblewrap (bwrap) is the exec tool's
 # sandbox. Installing them is best effort: without them those tests skip, except under
