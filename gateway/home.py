@@ -1,11 +1,14 @@
-"""Where FAMILIAR_HOME is when no ``--home`` is given (stdlib only: every command needs it)."""
+"""Where FAMILIAR_HOME is, and its run directory (stdlib only: every command needs them)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-__all__ = ["default_home"]
+__all__ = ["RUN_DIR", "default_home"]
+
+RUN_DIR = "run"
+"""Under the home: the lock file and the control socket (mode 0700)."""
 
 
 def default_home(env: dict[str, str] | None = None) -> Path:

@@ -24,7 +24,7 @@ from gateway.commands.common import (
     stdout_console,
 )
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
-from gateway.init import RUN_DIR
+from gateway.home import RUN_DIR
 from gateway.process_table import supervised_processes
 
 __all__ = ["sessions_app", "status"]

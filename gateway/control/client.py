@@ -26,6 +26,7 @@ from gateway.control.protocol import (
     parse_line,
     send_body,
 )
+from gateway.home import RUN_DIR
 from gateway.sizes import size_text
 
 __all__ = [
@@ -49,7 +50,7 @@ _JSON = {"Content-Type": "application/json"}
 
 def socket_path(home: Path) -> Path:
     """Return where the daemon of ``home`` listens: ``<home>/run/gateway.sock``."""
-    return home / "run" / SOCKET_NAME
+    return home / RUN_DIR / SOCKET_NAME
 
 
 class DaemonUnavailable(FamiliarError):
