@@ -50,13 +50,13 @@ class Response:
     async def pieces(self) -> AsyncIterator[bytes]:
         """The body as it arrives; raises `HungUp` when the server stops before its end."""
         if self.headers.get("transfer-encoding", "").lower() == "chunked":
-            while size := int((await self._line()).split(b";", 1)[0], 16):
+            while size := _number(await self._line(), 16):
                 yield await self._exactly(size)
                 await self._exactly(2)  # the CRLF after each chunk
             while await self._line():  # trailers, up to the blank line
                 pass
         elif (length := self.headers.get("content-length")) is not None:
-            left = int(length)
+            left = _number(length.encode(), 10)
             while left > 0:
                 piece = await self._some(min(left, 1 << 16))
                 left -= len(piece)
@@ -145,6 +145,14 @@ class Exchange:
             self._writer = None
 
 
+def _number(text: bytes, base: int) -> int:
+    """A chunk size (hex, maybe with extensions) or a Content-Length; HungUp if neither."""
+    try:
+        return int(text.split(b";", 1)[0], base)
+    except ValueError:
+        raise HungUp(f"not HTTP from the server: {text[:80]!r}") from None
+
+
 def _head(method: str, target: str, body: bytes | None, headers: Mapping[str, str]) -> bytes:
     lines = [f"{method} {target} HTTP/1.1", f"Host: {_HOST}", "Connection: close"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
@@ -158,7 +166,7 @@ async def _response(reader: asyncio.StreamReader, deadline: float | None) -> Res
         status_line = await reader.readline()
         parts = status_line.decode("latin-1").rstrip("\r\n").split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise HungUp(f"no HTTP answer from the server: {status_line[:80]!r}")
+            raise HungUp(f"not HTTP from the server: {status_line[:80]!r}")
         headers: dict[str, str] = {}
         while (line := await reader.readline()) not in (b"\r\n", b"\n"):
             if not line.endswith(b"\n"):
