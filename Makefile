@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_subagents
 	$(BIN)/python -m tests.bench.bench_processes
 	$(BIN)/python -m tests.bench.bench_channel_processes
+	$(BIN)/python -m tests.bench.bench_cli_start
 
 # systemd-analyze lints the unit files in tests; bubblewrap (bwrap) is the exec tool's
 # sandbox. Installing them is best effort: without them those tests skip, except under

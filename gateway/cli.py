@@ -1,42 +1,29 @@
-"""The ``familiar`` command line: set up, run, inspect and talk to the gateway."""
+"""The ``familiar`` command line: set up, run, inspect and talk to the gateway.
+
+Commands are registered by name and import path in `COMMANDS` and imported only when
+invoked: ``familiar --help`` lists them from there, and ``familiar send`` does not pay for
+the store, the providers or aiohttp (tests/unit/test_cli_imports.py checks it).
+"""
 
 from __future__ import annotations
 
-import asyncio
+import importlib
+import inspect
 import sys
-from enum import StrEnum
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Any
 
 import typer
 
 # typer 0.29 vendors click as typer._click; its UsageError is the one raised here.
-from typer._click.core import Context
+from typer._click.core import Command, Context
 from typer._click.exceptions import UsageError
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
-from core.errors import ConfigError, FamiliarError
-from gateway.commands.backup import backup
-from gateway.commands.chat import chat
-from gateway.commands.common import (
-    EXIT_FAILED,
-    EXIT_USAGE,
-    CliDeps,
-    HomeOption,
-    fail,
-    resolve_home,
-)
-from gateway.commands.config_show import config_app
-from gateway.commands.doctor import doctor
-from gateway.commands.inspect import sessions_app, status
-from gateway.commands.mcp import mcp_app
-from gateway.commands.memory import memory_app
-from gateway.commands.schedule import schedule_app
-from gateway.commands.service import service_app
-from gateway.commands.talk import send
-from gateway.commands.tasks import tasks_app
-from gateway.init import init_home
+from core.errors import FamiliarError
+from gateway.commands.common import EXIT_FAILED, EXIT_USAGE, CliDeps
 
-__all__ = ["CliDeps", "app", "main"]
+__all__ = ["COMMANDS", "CliDeps", "LazyCommand", "app", "main"]
 
 EXIT_CODES = (
     "Exit status: 0 success (a reply), 1 failure (an agent/provider error, no reply yet, "
@@ -45,8 +32,108 @@ EXIT_CODES = (
 )
 
 
+@dataclass(frozen=True)
+class LazyCommand:
+    """A command known by name until it is invoked.
+
+    Attributes:
+        target: ``module:attribute`` of a command function or a `typer.Typer` of subcommands.
+        summary: the one-line help: ``familiar --help`` lists it, and the command's own
+            help starts with it (a function's docstring, if any, is the rest).
+    """
+
+    target: str
+    summary: str
+
+    def load(self, name: str) -> Command:
+        """Import the command and build its click command."""
+        module, _, attribute = self.target.partition(":")
+        obj = getattr(importlib.import_module(module), attribute)
+        if isinstance(obj, typer.Typer):
+            group = typer.main.get_group(obj)
+            group.name, group.help = name, self.summary
+            return group
+        details = inspect.getdoc(obj)
+        holder = typer.Typer(add_completion=False)
+        holder.command(name, help=f"{self.summary}\n\n{details}" if details else self.summary)(obj)
+        return typer.main.get_command(holder)
+
+
+COMMANDS = {
+    "send": LazyCommand(
+        "gateway.commands.talk:send", "Send TEXT through the running gateway and print the reply."
+    ),
+    "chat": LazyCommand(
+        "gateway.commands.chat:chat",
+        "Talk to the gateway interactively; replies stream, then render as Markdown.",
+    ),
+    "status": LazyCommand(
+        "gateway.commands.inspect:status",
+        "Show the running gateway: uptime, channels, sessions, queue and provider.",
+    ),
+    "doctor": LazyCommand(
+        "gateway.commands.doctor:doctor",
+        "Check the setup: config, home, workspace, provider, channels and the gateway.",
+    ),
+    "backup": LazyCommand(
+        "gateway.commands.backup:backup",
+        "Copy the database to PATH (mode 0600), consistently, even while the gateway runs.",
+    ),
+    "init": LazyCommand(
+        "gateway.commands.run:init",
+        "Write a commented config.toml and scaffold the workspace (never overwrites).",
+    ),
+    "gateway": LazyCommand(
+        "gateway.commands.run:gateway", "Run the gateway in the foreground (what systemd runs)."
+    ),
+    "config": LazyCommand("gateway.commands.config_show:config_app", "Inspect the configuration."),
+    "sessions": LazyCommand(
+        "gateway.commands.inspect:sessions_app", "Inspect conversations and their events."
+    ),
+    "service": LazyCommand(
+        "gateway.commands.service:service_app", "Run the gateway as a systemd service."
+    ),
+    "schedule": LazyCommand(
+        "gateway.commands.schedule:schedule_app",
+        "Schedule prompts on the running gateway (list, add, cancel).",
+    ),
+    "memory": LazyCommand(
+        "gateway.commands.memory:memory_app",
+        "What the agent remembers (list, search, forget; any scope).",
+    ),
+    "mcp": LazyCommand(
+        "gateway.commands.mcp:mcp_app",
+        "MCP: list the servers whose tools the agent uses; serve familiar to other agents.",
+    ),
+    "tasks": LazyCommand(
+        "gateway.commands.tasks:tasks_app", "Subagents started by the agent (list, show, cancel)."
+    ),
+}
+"""Every ``familiar`` command, in the order ``--help`` lists them."""
+
+
+class _Listed(TyperCommand):
+    """What ``--help`` lists for a command that is not imported: its name and summary."""
+
+
 class _FamiliarGroup(TyperGroup):
-    """Usage errors exit 64 (sysexits EX_USAGE), not click's 2: 2 means "no gateway"."""
+    """The top-level group: lazy commands, and usage errors exit 64 (sysexits EX_USAGE).
+
+    click's own 2 would read as "no gateway".
+    """
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        for name, lazy in COMMANDS.items():
+            self.commands.setdefault(name, _Listed(name, help=lazy.summary))
+
+    def resolve_command(
+        self, ctx: Context, args: list[str]
+    ) -> tuple[str | None, Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name is not None and isinstance(command, _Listed):
+            command = self.commands[name] = COMMANDS[name].load(name)
+        return name, command, rest
 
     def make_context(
         self,
@@ -78,68 +165,10 @@ app = typer.Typer(
 )
 
 
-def init(home: HomeOption = None) -> None:
-    """Write a commented config.toml and scaffold the workspace (never overwrites)."""
-    try:
-        lines = init_home(resolve_home(home))
-    except (ConfigError, OSError) as exc:
-        raise fail(str(exc)) from None
-    for line in lines:
-        typer.echo(line)
-
-
-class GatewayRole(StrEnum):
-    agent = "agent"
-    channels = "channels"
-    scheduler = "scheduler"
-
-
-def gateway(
-    home: HomeOption = None,
-    role: Annotated[
-        GatewayRole | None,
-        typer.Option(
-            help="Run only this role in the foreground (a unit per role, another host); "
-            "default: the supervisor of every role, or one process with "
-            'gateway.processes = "single".'
-        ),
-    ] = None,
-    channel: Annotated[
-        str | None, typer.Option(help="With --role channels: run only this channel.")
-    ] = None,
-) -> None:
-    """Run the gateway in the foreground (what systemd runs)."""
-    if channel is not None and role is not GatewayRole.channels:
-        raise fail("--channel needs --role channels")
-    if role is None:
-        # The supervisor imports none of the daemon (store, agent, aiohttp): it stays small.
-        from gateway.processes import supervise_or_none
-
-        code = supervise_or_none(resolve_home(home))
-        if code is not None:
-            raise typer.Exit(code)
-    # Imported here, not at the top: the daemon's imports (store, scheduler, metrics)
-    # would add most of a second to every other command's start.
-    from gateway.daemon import Role, serve
-
-    chosen: Role | None = role.value if role is not None else None
-    raise typer.Exit(asyncio.run(serve(resolve_home(home), role=chosen, channel=channel)))
-
-
-app.add_typer(config_app, name="config")
-app.add_typer(sessions_app, name="sessions")
-app.add_typer(service_app, name="service")
-app.add_typer(schedule_app, name="schedule")
-app.add_typer(memory_app, name="memory")
-app.add_typer(mcp_app, name="mcp")
-app.add_typer(tasks_app, name="tasks")
-app.command("send")(send)
-app.command("chat")(chat)
-app.command("status")(status)
-app.command("doctor")(doctor)
-app.command("backup")(backup)
-app.command("init")(init)
-app.command("gateway")(gateway)
+@app.callback()
+def _familiar() -> None:
+    # A group needs a callback or a registered command; the commands come from COMMANDS.
+    pass
 
 
 def main() -> None:

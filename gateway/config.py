@@ -31,6 +31,7 @@ from core.providers.config import ProviderConfig
 from core.scheduling import SchedulerConfig
 from core.store.config import StoreConfig
 from core.tools.config import ToolsConfig
+from gateway.home import default_home
 from gateway.logging_setup import LogConfig
 from gateway.plugins import ChannelPlugins, discover_channels
 
@@ -280,12 +281,6 @@ def store_url(home: Path, config: FamiliarConfig) -> str:
 def hooks_dir(home: Path) -> Path:
     """The operator's own hook files: ``<home>/hooks/*.json`` (Copilot CLI format)."""
     return home / HOOKS_DIR
-
-
-def default_home(env: dict[str, str] | None = None) -> Path:
-    """``FAMILIAR_HOME`` or ``~/.familiar``."""
-    env = dict(os.environ) if env is None else env
-    return Path(env.get("FAMILIAR_HOME") or Path.home() / ".familiar").expanduser()
 
 
 def _describe(error: dict[str, Any]) -> str:

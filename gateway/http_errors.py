@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from gateway.sizes import size_text
+
 __all__ = ["Handler", "body_checks", "body_problem", "error_response", "size_text"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -30,14 +32,6 @@ _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
 def error_response(status: int, message: str) -> web.Response:
     """The gateway's error answer: JSON ``{"error": message}``."""
     return web.json_response({"error": message}, status=status)
-
-
-def size_text(size: int) -> str:
-    """``size`` bytes for people: ``1 MiB``, ``512 KiB`` or ``100 bytes``."""
-    for unit, scale in (("MiB", 1024 * 1024), ("KiB", 1024)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} bytes"
 
 
 def body_problem(body: bytes, content_type: str = "application/json") -> str | None:

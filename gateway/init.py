@@ -18,12 +18,10 @@ from core.errors import ConfigError
 from core.private_files import private_dir
 from core.workspace import scaffold_workspace
 from gateway.config import CONFIG_FILE, config_model, load_config, workspace_dir
+from gateway.home import RUN_DIR
 from gateway.plugins import ChannelPlugins, discover_channels
 
 __all__ = ["RUN_DIR", "init_home", "render_default_config"]
-
-RUN_DIR = "run"
-"""Under the home: the lock file and the control socket (mode 0700)."""
 
 _HEADER = """\
 # familiar configuration.

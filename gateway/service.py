@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from core.errors import ConfigError, FamiliarError
+from gateway.home import default_home as user_home
 
 __all__ = [
     "CODE_ROOT",
@@ -118,8 +119,7 @@ def default_home(kind: UnitKind) -> Path:
     """Return the FAMILIAR_HOME a unit of this kind uses when none is given."""
     if kind == "system":
         return SYSTEM_HOME
-    env = os.environ.get("FAMILIAR_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".familiar"
+    return user_home()
 
 
 def _quote(arg: str, *, exec_line: bool = False) -> str:

@@ -33,10 +33,7 @@ def backup(
     force: Annotated[bool, typer.Option("--force", help="Replace PATH if it exists.")] = False,
     home: HomeOption = None,
 ) -> None:
-    """Copy the database to PATH (mode 0600), consistently, even while the gateway runs.
-
-    On PostgreSQL, prints the pg_dump command to use instead.
-    """
+    """On PostgreSQL, prints the pg_dump command to use instead."""
     home_dir = resolve_home(home)
     try:
         url = store_url(home_dir, load_config(home_dir))

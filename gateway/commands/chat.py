@@ -243,9 +243,7 @@ async def _show_unsolicited(client: ControlClient, key: str, console: Console) -
 
 
 def chat(session: SessionOption = "default", home: HomeOption = None) -> None:
-    """Talk to the gateway interactively; replies stream, then render as Markdown.
-
-    Enter sends the message; Esc then Enter (or Alt+Enter) inserts a newline for
+    """Enter sends the message; Esc then Enter (or Alt+Enter) inserts a newline for
     multi-line input. Ctrl-C while a reply streams stops it (it sends "/stop").
     Ctrl-D or "/quit" leaves. Input history is kept in <home>/run/chat_history.
 

@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from core.session_keys import cli_key, session_key_for
-from gateway.config import default_home
-from gateway.control.client import (
-    ControlClient,
-    ControlError,
-    DaemonUnavailable,
-    RequestTooLarge,
-)
 from gateway.control.protocol import MAX_BODY_BYTES, text_problem
-from gateway.http_errors import size_text
-from gateway.service import ServiceManager
+from gateway.home import default_home
+from gateway.sizes import size_text
+
+# Only what every command needs is imported above: rich, asyncio, the control client and
+# the service manager are imported where they are used, so `familiar send` and `--help`
+# start fast (tests/unit/test_cli_imports.py checks it).
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from gateway.control.client import ControlClient
+    from gateway.service import ServiceManager
 
 __all__ = [
     "EXIT_FAILED",
@@ -145,11 +143,16 @@ def resolve_home(home: Path | None) -> Path:
 
 def stdout_console() -> Console:
     """A console on stdout that does not colour numbers and strings by itself."""
+    from rich.console import Console
+
     return Console(highlight=False)
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     """Print ``message`` in red on stderr; return the exit for the caller to raise."""
+    from rich.console import Console
+    from rich.markup import escape
+
     Console(stderr=True, highlight=False).print(escape(message), style="red", soft_wrap=True)
     return typer.Exit(code)
 
@@ -164,6 +167,10 @@ def no_daemon_hint(home: Path) -> str:
 
 def run_control(home: Path, coro: Coroutine[Any, Any, T]) -> T:
     """Run one async command; map "no daemon" to exit 2 and daemon errors to exit 1."""
+    import asyncio
+
+    from gateway.control.client import ControlError, DaemonUnavailable, RequestTooLarge
+
     try:
         return asyncio.run(coro)
     except DaemonUnavailable:
@@ -179,6 +186,8 @@ def run_control(home: Path, coro: Coroutine[Any, Any, T]) -> T:
 def query(home: Path, call: Callable[[ControlClient], Awaitable[T]]) -> T:
     """Open a control client on ``home``, ``call`` it once, close it (as `run_control`)."""
 
+    from gateway.control.client import ControlClient
+
     async def ask() -> T:
         async with ControlClient(home) as client:
             return await call(client)
@@ -188,6 +197,8 @@ def query(home: Path, call: Callable[[ControlClient], Awaitable[T]]) -> T:
 
 def print_json(value: object) -> None:
     """Print ``value`` as indented JSON (non-JSON values as their ``str``)."""
+    import json
+
     typer.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 

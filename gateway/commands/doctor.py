@@ -328,9 +328,7 @@ async def _doctor(home: Path) -> list[_Check]:
 
 
 def doctor(home: HomeOption = None) -> None:
-    """Check the setup: config, home, workspace, provider, channels and the gateway.
-
-    Exits non-zero when any check failed. Warnings (``!``, e.g. ``exec`` without a
+    """Exits non-zero when any check failed. Warnings (``!``, e.g. ``exec`` without a
     sandbox) do not change the exit code.
     """
     home_dir = resolve_home(home)

@@ -24,12 +24,12 @@ from gateway.commands.common import (
     stdout_console,
 )
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
-from gateway.init import RUN_DIR
+from gateway.home import RUN_DIR
 from gateway.process_table import supervised_processes
 
 __all__ = ["sessions_app", "status"]
 
-sessions_app = typer.Typer(no_args_is_help=True, help="Inspect conversations and their events.")
+sessions_app = typer.Typer(no_args_is_help=True)
 
 
 def _when(stamp: object, *, clock_only: bool = False) -> str:
@@ -121,7 +121,6 @@ def _channel_state(channel: dict[str, Any]) -> str:
 
 
 def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
-    """Show the running gateway: uptime, channels, sessions, queue and provider."""
     where = resolve_home(home)
 
     async def ask() -> dict[str, Any]:

@@ -28,10 +28,7 @@ from gateway.mcp import resolve_mcp
 
 __all__ = ["mcp_app"]
 
-mcp_app = typer.Typer(
-    no_args_is_help=True,
-    help="MCP: list the servers whose tools the agent uses; serve familiar to other agents.",
-)
+mcp_app = typer.Typer(no_args_is_help=True)
 
 
 def _config(home: Path) -> tuple[FamiliarConfig, McpConfig, list[str]]:

@@ -20,9 +20,7 @@ from gateway.commands.common import (
 
 __all__ = ["memory_app"]
 
-memory_app = typer.Typer(
-    no_args_is_help=True, help="What the agent remembers (list, search, forget; any scope)."
-)
+memory_app = typer.Typer(no_args_is_help=True)
 
 ScopeOption = Annotated[
     str | None,

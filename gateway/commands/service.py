@@ -24,7 +24,7 @@ __all__ = ["service_app"]
 
 T = TypeVar("T")
 
-service_app = typer.Typer(no_args_is_help=True, help="Run the gateway as a systemd service.")
+service_app = typer.Typer(no_args_is_help=True)
 
 UserOption = Annotated[
     bool | None,

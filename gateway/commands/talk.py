@@ -184,9 +184,7 @@ def send(
     as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Send TEXT through the running gateway and print the reply.
-
-    Exit status: 0 on a reply; 1 on an agent/provider error, a timeout, or when the
+    """Exit status: 0 on a reply; 1 on an agent/provider error, a timeout, or when the
     gateway stops before replying (the message stays queued and is answered after a
     restart); 2 when no gateway is running; 64 for a usage error (text that is not
     UTF-8 or is over 1 MiB included).

@@ -19,9 +19,7 @@ from gateway.commands.common import (
 
 __all__ = ["tasks_app"]
 
-tasks_app = typer.Typer(
-    no_args_is_help=True, help="Subagents started by the agent (list, show, cancel)."
-)
+tasks_app = typer.Typer(no_args_is_help=True)
 
 TaskId = Annotated[str, typer.Argument(metavar="ID", help="The subagent's id.")]
 

@@ -1,4 +1,8 @@
-"""Async client of the daemon's control API on the Unix socket ``<home>/run/gateway.sock``."""
+"""Async client of the daemon's control API on the Unix socket ``<home>/run/gateway.sock``.
+
+It speaks HTTP/1.1 with `gateway.control.http1` (stdlib only): ``familiar send`` starts
+without importing aiohttp or pydantic.
+"""
 
 from __future__ import annotations
 
@@ -9,22 +13,21 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import quote
-
-import aiohttp
+from urllib.parse import quote, urlencode
 
 from core.errors import FamiliarError
+from gateway.control.http1 import Exchange, Response
 from gateway.control.protocol import (
     MAX_BODY_BYTES,
-    ErrorBody,
     ReplyLine,
-    SendRequest,
     StreamLine,
     TimeoutLine,
-    encode_body,
+    error_text,
     parse_line,
+    send_body,
 )
-from gateway.http_errors import size_text
+from gateway.home import RUN_DIR
+from gateway.sizes import size_text
 
 __all__ = [
     "SOCKET_NAME",
@@ -38,16 +41,16 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SOCKET_NAME = "gateway.sock"
-_BASE = "http://familiar"
 _CONNECT_TIMEOUT = 5.0
-_HUNG_UP = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, FileNotFoundError)
-"""No daemon, or it went away: also mid-body (a killed daemon cuts a chunked answer)."""
+_HUNG_UP = (OSError, TimeoutError)
+"""No daemon, or it went away (also mid-body: a killed daemon cuts a chunked answer), or
+it did not answer in time. `http1.HungUp` is an OSError."""
 _JSON = {"Content-Type": "application/json"}
 
 
 def socket_path(home: Path) -> Path:
     """Return where the daemon of ``home`` listens: ``<home>/run/gateway.sock``."""
-    return home / "run" / SOCKET_NAME
+    return home / RUN_DIR / SOCKET_NAME
 
 
 class DaemonUnavailable(FamiliarError):
@@ -109,7 +112,6 @@ class ControlClient:
     def __init__(self, home: Path, *, connect_timeout: float = _CONNECT_TIMEOUT) -> None:
         self.socket = socket_path(home)
         self._connect_timeout = connect_timeout
-        self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Self:
         return self
@@ -123,27 +125,35 @@ class ControlClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the connection pool."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Nothing to release: each request has its own connection, closed when it ends.
 
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                base_url=_BASE,
-                # No pool cap: thousands of concurrent sends each hold a connection.
-                connector=aiohttp.UnixConnector(path=str(self.socket), limit=0),
-                timeout=self._timeout(None),
-            )
-        return self._session
+        (A connection per request is cheap on a Unix socket, and thousands of concurrent
+        sends need no pool.)
+        """
 
-    def _timeout(self, total: float | None) -> aiohttp.ClientTimeout:
-        return aiohttp.ClientTimeout(total=total, sock_connect=self._connect_timeout)
+    def _exchange(
+        self,
+        method: str,
+        target: str,
+        *,
+        body: bytes | None = None,
+        total: float | None,
+    ) -> Exchange:
+        return Exchange(
+            self.socket,
+            method,
+            target,
+            body=body,
+            headers=_JSON if body is not None else None,
+            connect_timeout=self._connect_timeout,
+            total=total,
+        )
 
     def _unavailable(self, exc: BaseException) -> DaemonUnavailable:
-        reason = getattr(exc, "os_error", None) or exc
-        text = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
+        if isinstance(exc, TimeoutError):
+            text = "no answer in time"
+        else:
+            text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         return DaemonUnavailable(f"no gateway answers on {self.socket}: {text}", socket=self.socket)
 
     async def _json(
@@ -160,19 +170,17 @@ class ControlClient:
             # ensure_ascii=False: UTF-8 is half or a third the size of \u escapes.
             data = json.dumps(body, ensure_ascii=False).encode(errors="surrogatepass")
             _check_size(data)
+        target = f"{path}?{urlencode(params)}" if params else path
         try:
-            async with self._http().request(
-                method,
-                path,
-                params=params,
-                data=data,
-                headers=_JSON if data is not None else None,
-                timeout=self._timeout(total),
-            ) as resp:
+            async with self._exchange(method, target, body=data, total=total) as resp:
                 await _raise_for_status(resp)
-                answer = await resp.json()
+                raw = await resp.read()
         except _HUNG_UP as exc:
             raise self._unavailable(exc) from exc
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            answer = raw[:200]
         if not isinstance(answer, dict):
             raise ControlError(
                 f"unexpected answer to {method} {path}: {answer!r}", status=resp.status
@@ -338,15 +346,13 @@ class ControlClient:
             DaemonUnavailable: no daemon answers, or it hung up before the last line.
             ControlError: the daemon refused the message.
         """
-        body = encode_body(
-            SendRequest.model_construct(
-                session=session,
-                text=text,
-                stream=stream,
-                timeout=timeout,
-                autopilot=autopilot,
-                client_id=client_id or uuid.uuid4().hex,
-            )
+        body = send_body(
+            session=session,
+            text=text,
+            stream=stream,
+            timeout=timeout,
+            autopilot=autopilot,
+            client_id=client_id or uuid.uuid4().hex,
         )
         _check_size(body)
         for attempt in (1, 2):
@@ -366,12 +372,10 @@ class ControlClient:
         self, body: bytes, timeout: float | None
     ) -> AsyncGenerator[StreamLine, None]:
         # The daemon answers "timeout" itself; ours only guards against a hung daemon.
-        guard = self._timeout(None if timeout is None else timeout + 30.0)
+        guard = None if timeout is None else timeout + 30.0
         final = False
         try:
-            async with self._http().post(
-                "/v1/messages", data=body, headers=_JSON, timeout=guard
-            ) as resp:
+            async with self._exchange("POST", "/v1/messages", body=body, total=guard) as resp:
                 await _raise_for_status(resp)
                 async for raw in _lines(resp):
                     line = parse_line(raw)
@@ -395,9 +399,8 @@ class ControlClient:
         Runs until the daemon goes away (then it returns).
         """
         try:
-            async with self._http().get(
-                f"/v1/watch/{quote(session, safe='')}", timeout=self._timeout(None)
-            ) as resp:
+            target = f"/v1/watch/{quote(session, safe='')}"
+            async with self._exchange("GET", target, total=None) as resp:
                 await _raise_for_status(resp)
                 async for raw in _lines(resp):
                     if isinstance(line := parse_line(raw), ReplyLine):
@@ -408,30 +411,25 @@ class ControlClient:
 
 def _nobody_listens(exc: DaemonUnavailable) -> bool:
     """No socket, or nobody accepts on it: the request cannot have reached a daemon."""
-    cause = exc.__cause__
-    reason = getattr(cause, "os_error", None) or cause
-    return isinstance(reason, FileNotFoundError | ConnectionRefusedError)
+    return isinstance(exc.__cause__, FileNotFoundError | ConnectionRefusedError)
 
 
-async def _lines(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-    """Yield each line; lines may be longer than aiohttp's line limit."""
+async def _lines(resp: Response) -> AsyncIterator[bytes]:
+    """Yield each line of the body as it arrives (lines of any length)."""
     buffer = b""
-    async for chunk in resp.content.iter_any():
-        buffer += chunk
+    async for piece in resp.pieces():
+        buffer += piece
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
             yield line
     yield buffer
 
 
-async def _raise_for_status(resp: aiohttp.ClientResponse) -> None:
+async def _raise_for_status(resp: Response) -> None:
     if resp.status < 400:
         return
-    text = await resp.text()
-    try:
-        message = ErrorBody.model_validate_json(text).error
-    except ValueError:
-        message = text.strip() or resp.reason or "error"
+    body = await resp.read()
+    message = error_text(body) or body.decode(errors="replace").strip() or resp.reason or "error"
     if resp.status == 413:
         raise RequestTooLarge(f"gateway answered 413: {message}")
     raise ControlError(f"gateway answered {resp.status}: {message}", status=resp.status)

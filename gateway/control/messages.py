@@ -18,14 +18,12 @@ from core.session_keys import check_cli_key
 from gateway.control.protocol import (
     Accepted,
     DeltaLine,
-    ErrorBody,
     ProgressLine,
     ReplyLine,
-    SendRequest,
     TimeoutLine,
     encode_line,
-    validation_message,
 )
+from gateway.control.requests import ErrorBody, SendRequest, validation_message
 
 __all__ = ["MessageRoutes", "RepliesBus", "error"]
 

@@ -1,50 +1,41 @@
-"""The control protocol on the socket: request bodies, NDJSON stream lines, the error body.
+"""The control protocol on the socket: NDJSON stream lines, request and error bodies, limits.
 
-Shared by the server (which validates requests and writes lines with these models), the
-client (which parses lines with them) and the tests.
+Shared by the server (which writes lines with `encode_line`), the client (which parses
+them with `parse_line` and writes bodies with `send_body`) and the tests. Stdlib only:
+``familiar send`` imports it, and must start in a fraction of a second. The server's
+validation of request bodies is in `gateway.control.requests`.
 
 ``POST /v1/messages`` answers with an NDJSON stream: one `Accepted`, then (with
 ``stream``) `DeltaLine` and `ProgressLine` items, and last a `ReplyLine` or a
 `TimeoutLine`. ``GET /v1/watch/{session}`` streams `ReplyLine` items. Errors are
-`ErrorBody` with a 4xx/5xx status.
+``{"error": "..."}`` with a 4xx/5xx status.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
-from typing import Annotated, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    TypeAdapter,
-    ValidationError,
-    field_validator,
-)
-from pydantic_core import PydanticSerializationError
-
-from core.messages import OutboundKind, OutboundMessage
-from core.session_keys import DEFAULT_CLI_KEY, check_cli_key
+if TYPE_CHECKING:
+    from core.messages import OutboundKind, OutboundMessage
 
 __all__ = [
     "CLIENT_ID_PATTERN",
     "MAX_BODY_BYTES",
     "Accepted",
     "DeltaLine",
-    "ErrorBody",
     "ProgressLine",
-    "ReadRequest",
     "ReplyLine",
-    "SendRequest",
     "StreamLine",
     "TimeoutLine",
-    "encode_body",
     "encode_line",
+    "error_text",
     "parse_line",
+    "send_body",
     "text_problem",
-    "validation_message",
 ]
 
 log = logging.getLogger(__name__)
@@ -54,75 +45,36 @@ MAX_BODY_BYTES = 1024 * 1024
 """The largest request body the control socket takes (aiohttp ``client_max_size``)."""
 
 
-class SendRequest(BaseModel):
-    """The body of ``POST /v1/messages``."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    session: str = DEFAULT_CLI_KEY
-    """A ``cli:NAME`` session key."""
-    text: str
-    stream: StrictBool = True
-    """Send ``delta`` and ``progress`` lines while the reply is made."""
-    timeout: Annotated[float, Field(gt=0, strict=True)] | None = None
-    """Seconds to wait for the reply before answering ``timeout``; null: no limit."""
-    autopilot: StrictBool = False
-    client_id: Annotated[str, Field(pattern=CLIENT_ID_PATTERN)] | None = None
-    """The caller's idempotency id: a second send with it within 24 h attaches to the first."""
-
-    @field_validator("session", mode="after")
-    @classmethod
-    def _cli_session(cls, value: str) -> str:
-        check_cli_key(value)
-        return value
-
-    @field_validator("text", mode="after")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value
-
-
-class ReadRequest(BaseModel):
-    """The body of ``POST /v1/sessions/{key}/read``: unread replies up to ``upto`` are read."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    upto: Annotated[int, Field(ge=0, strict=True)]
-    """The newest unread id the caller has shown (ids come from ``GET /v1/sessions/{key}``)."""
-
-
-class _Line(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class Accepted(_Line):
+@dataclass(frozen=True, kw_only=True)
+class Accepted:
     """The message is stored: it will be answered even if the client goes away."""
 
-    type: Literal["accepted"] = "accepted"
+    type: ClassVar[Literal["accepted"]] = "accepted"
     message_id: str
     session: str
 
 
-class DeltaLine(_Line):
+@dataclass(frozen=True, kw_only=True)
+class DeltaLine:
     """A piece of the reply as it is generated."""
 
-    type: Literal["delta"] = "delta"
+    type: ClassVar[Literal["delta"]] = "delta"
     text: str
 
 
-class ProgressLine(_Line):
+@dataclass(frozen=True, kw_only=True)
+class ProgressLine:
     """A progress note (e.g. a tool started)."""
 
-    type: Literal["progress"] = "progress"
+    type: ClassVar[Literal["progress"]] = "progress"
     text: str
 
 
-class ReplyLine(_Line):
+@dataclass(frozen=True, kw_only=True)
+class ReplyLine:
     """The final reply (``kind`` ``error`` when the agent or provider failed)."""
 
-    type: Literal["reply"] = "reply"
+    type: ClassVar[Literal["reply"]] = "reply"
     message_id: str
     session: str
     kind: OutboundKind
@@ -138,7 +90,8 @@ class ReplyLine(_Line):
         )
 
 
-class TimeoutLine(_Line):
+@dataclass(frozen=True, kw_only=True)
+class TimeoutLine:
     """No reply yet; the message stays queued and is answered.
 
     ``reason`` says why the wait ended: ``timeout`` (the request's timeout passed) or
@@ -146,35 +99,102 @@ class TimeoutLine(_Line):
     Servers before ``reason`` existed only sent timeouts, hence the default.
     """
 
-    type: Literal["timeout"] = "timeout"
+    type: ClassVar[Literal["timeout"]] = "timeout"
     message_id: str
     session: str
     reason: Literal["timeout", "stopping"] = "timeout"
 
 
-StreamLine = Annotated[
-    Accepted | DeltaLine | ProgressLine | ReplyLine | TimeoutLine, Field(discriminator="type")
-]
-_LINE: TypeAdapter[StreamLine] = TypeAdapter(StreamLine)
+StreamLine = Accepted | DeltaLine | ProgressLine | ReplyLine | TimeoutLine
+_LINES: dict[str, type[StreamLine]] = {
+    cls.type: cls for cls in (Accepted, DeltaLine, ProgressLine, ReplyLine, TimeoutLine)
+}
+_CHOICES = {"kind": ("reply", "error"), "reason": ("timeout", "stopping")}
+"""The fields whose string must be one of a few (the ``Literal`` fields)."""
 
 
-class ErrorBody(BaseModel):
-    """The body of every 4xx/5xx answer."""
+def _dumps(value: object) -> bytes:
+    """Compact UTF-8 JSON, non-ASCII unescaped (half or a third the size of ``\\u`` escapes)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
-    error: str
+
+def encode_line(line: StreamLine) -> bytes:
+    """One NDJSON line."""
+    return _dumps({"type": line.type, **dataclasses.asdict(line)}) + b"\n"
 
 
-def encode_body(body: BaseModel) -> bytes:
-    """A request body as the client sends it: compact UTF-8 JSON, non-ASCII unescaped.
+def parse_line(raw: bytes) -> StreamLine | None:
+    """The line's item; None for a blank line or one this client does not know.
+
+    Unknown fields are ignored; a missing field, or one that is not a string (or not
+    one of the allowed values), makes the line unknown.
+    """
+    if not raw.strip():
+        return None
+    try:
+        data = json.loads(raw)
+        return _line_of(data)
+    except (ValueError, TypeError):
+        log.warning("ignoring a line from the gateway this client does not know: %.200r", raw)
+        return None
+
+
+def _line_of(data: Any) -> StreamLine:
+    if not isinstance(data, dict):
+        raise TypeError("not an object")
+    cls = _LINES.get(data.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError("unknown type")
+    values: dict[str, str] = {}
+    for field in dataclasses.fields(cls):
+        if field.name not in data:
+            if field.default is dataclasses.MISSING:
+                raise ValueError(f"{field.name} is missing")
+            continue
+        value = data[field.name]
+        if not isinstance(value, str) or value not in _CHOICES.get(field.name, (value,)):
+            raise ValueError(f"{field.name} is not valid")
+        values[field.name] = value
+    return cls(**values)  # type: ignore[arg-type]
+
+
+def send_body(
+    *,
+    session: str,
+    text: str,
+    stream: bool,
+    timeout: float | None,
+    autopilot: bool,
+    client_id: str,
+) -> bytes:
+    """The body of ``POST /v1/messages`` (`gateway.control.requests.SendRequest` on the server).
 
     Raises:
-        ValueError: a string in it is not text (see `text_problem`).
+        ValueError: ``text`` is not valid text (see `text_problem`).
     """
+    body = {
+        "session": session,
+        "text": text,
+        "stream": stream,
+        "timeout": timeout,
+        "autopilot": autopilot,
+        "client_id": client_id,
+    }
     try:
-        return body.model_dump_json().encode()
-    except PydanticSerializationError:
-        problems = (text_problem(v) for v in body.model_dump().values() if isinstance(v, str))
+        return _dumps(body)
+    except UnicodeEncodeError:
+        problems = (text_problem(v) for v in (session, text, client_id))
         raise ValueError(next((p for p in problems if p), "the body is not valid text")) from None
+
+
+def error_text(body: bytes) -> str | None:
+    """The ``error`` of an error answer's body; None when it is not one."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    return error if isinstance(error, str) else None
 
 
 def text_problem(text: str) -> str | None:
@@ -193,43 +213,3 @@ def text_problem(text: str) -> str | None:
             )
         return f"the text has a lone surrogate U+{code:04X} at character {exc.start}"
     return None
-
-
-def encode_line(line: _Line) -> bytes:
-    """One NDJSON line."""
-    return line.model_dump_json().encode() + b"\n"
-
-
-def parse_line(raw: bytes) -> StreamLine | None:
-    """The line's item; None for a blank line or one this client does not know."""
-    if not raw.strip():
-        return None
-    try:
-        return _LINE.validate_json(raw)
-    except ValidationError:
-        log.warning("ignoring a line from the gateway this client does not know: %.200r", raw)
-        return None
-
-
-_PROBLEMS = {
-    "missing": "{field} is required",
-    "string_type": "{field} must be a string",
-    "bool_type": "{field} must be true or false",
-    "float_type": "{field} must be a number of seconds or null",
-    "greater_than": "{field} must be positive (or null to wait as long as it takes)",
-    "string_pattern_mismatch": "{field} must be 1-128 letters, digits or ._:-",
-    "model_type": "the body must be a JSON object",
-}
-
-
-def validation_message(exc: ValidationError) -> str:
-    """A one-line, user-facing account of what is wrong with a request body."""
-    problems = []
-    for error in exc.errors(include_url=False):
-        field = ".".join(str(part) for part in error["loc"]) or "body"
-        template = _PROBLEMS.get(error["type"])
-        if template is not None:
-            problems.append(template.format(field=field))
-        else:
-            problems.append(f"{field}: {str(error['msg']).removeprefix('Value error, ')}")
-    return "; ".join(problems)

@@ -29,7 +29,8 @@ from core.sessions import SessionInfo
 from gateway.config import FamiliarConfig
 from gateway.control.memory import add_memory_routes
 from gateway.control.messages import MessageRoutes, error
-from gateway.control.protocol import MAX_BODY_BYTES, ReadRequest, validation_message
+from gateway.control.protocol import MAX_BODY_BYTES
+from gateway.control.requests import ReadRequest, validation_message
 from gateway.control.tasks import add_task_routes
 from gateway.http_errors import body_checks
 from gateway.masking import masked_config

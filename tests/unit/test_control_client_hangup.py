@@ -78,3 +78,13 @@ async def test_hangup_before_accepted_sends_again_with_the_same_client_id(home: 
                     pass
     assert len(bodies) == 2
     assert bodies[0]["client_id"] == bodies[1]["client_id"]
+
+
+async def test_an_answer_that_is_not_http_is_daemon_unavailable(home: Path) -> None:
+    bad_chunk = _HEAD + b"zz\r\n"  # a chunk size that is not hex
+    async with dying_daemon(home, [b"SSH-2.0-OpenSSH\r\n", bad_chunk]) as bodies:
+        with pytest.raises(DaemonUnavailable, match="not HTTP"):
+            async with ControlClient(home) as client:
+                async for _ in client.send("cli:x", "hi", stream=False):
+                    pass
+    assert len(bodies) == 2  # nothing was accepted: sent once more, with the same id
