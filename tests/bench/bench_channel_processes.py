@@ -14,7 +14,8 @@ webhook channel enabled, the fake OpenAI-compatible server with no latency) in m
 - **reply latency**: ``--n`` / 4 requests with ``"wait": true`` (the agent's echo):
   p50/p95 ms.
 - **ack throughput**: ``--clients`` concurrent senders, ``--n`` requests in all: req/s.
-- **idle RSS** of the process tree (supervisor and children) once ready.
+- **idle memory** of the process tree (supervisor, zygote and roles) once ready: the
+  sum of PSS (a page shared by k processes counts 1/k in each).
 - **recovery** (per-channel only): kill -9 of the webhook process, then a request every
   50 ms until one is answered 2xx again: seconds, and the 503 answers meanwhile.
 """
@@ -35,7 +36,7 @@ from typing import Any
 import aiohttp
 
 from channels.webhook import signed_headers
-from tests.bench.bench_processes import _Gateway, _pct, _rss_mib, _start_fake
+from tests.bench.bench_processes import _Gateway, _memory_mib, _pct, _start_fake, _tree
 
 SECRET = "bench-secret"
 
@@ -101,7 +102,7 @@ async def one_run(base_url: str, mode: str, n: int, clients: int) -> dict[str, A
         try:
             await gateway.wait_ready(multi=True)
             base = await _webhook_running(home)
-            rss = round(sum(_rss_mib(pid) for pid in gateway.pids()), 1)
+            pss = round(sum(_memory_mib(pid)["pss"] for pid in _tree(gateway.proc.pid)), 1)
             async with aiohttp.ClientSession() as http:
                 for i in range(20):  # warm up
                     await _timed(http, base, f"warm {i}", wait=False)
@@ -124,7 +125,7 @@ async def one_run(base_url: str, mode: str, n: int, clients: int) -> dict[str, A
                     "reply_p95_ms": round(_pct(replies, 95), 1),
                     f"ack_req_s_{clients}_clients": round(rate),
                     "processes": len(gateway.pids()),
-                    "rss_total_mib": rss,
+                    "pss_total_mib": pss,
                 }
                 if mode == "per-channel":
                     row |= await _recovery(home, http, base)
