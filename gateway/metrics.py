@@ -10,6 +10,7 @@ calls, errors).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
@@ -83,6 +84,19 @@ class GatewayMetrics:
             ["role", "name"],
             registry=r,
         )
+        self.process_cpu = Gauge(
+            "familiar_process_cpu_seconds",
+            "CPU time (user + system) used by each process of the gateway on this host",
+            ["role", "name"],
+            registry=r,
+        )
+        self.process_memory = Gauge(
+            "familiar_process_resident_memory_bytes",
+            "Resident memory of each process of the gateway on this host (shared pages "
+            "of the forked roles count in each)",
+            ["role", "name"],
+            registry=r,
+        )
         self._inbound_seq = 0
         self._event_id = 0
         self._forward: Wakeups | None = None
@@ -122,6 +136,11 @@ class GatewayMetrics:
             self.process_restarts.labels(**labels).set(
                 float(restarts) if isinstance(restarts, int | float) else 0.0
             )
+            pid = process.get("pid")
+            usage = _usage(pid) if isinstance(pid, int) and up else None
+            if usage is not None:
+                self.process_cpu.labels(**labels).set(usage[0])
+                self.process_memory.labels(**labels).set(usage[1])
 
     async def start_tail(self, bus: MessageLookup, events: EventLog) -> None:
         """Count only what happens from now on (call once the store is open)."""
@@ -179,6 +198,18 @@ class GatewayMetrics:
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return bytes(generate_latest(self.registry))
+
+
+def _usage(pid: int) -> tuple[float, int] | None:
+    """CPU seconds and resident bytes of ``pid`` from ``/proc`` (None: not here)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat, open(f"/proc/{pid}/statm") as statm:
+            fields = stat.read().rsplit(")", 1)[1].split()
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks, pages * os.sysconf("SC_PAGE_SIZE")
 
 
 class MeteredProvider:

@@ -145,6 +145,14 @@ async def test_three_roles_share_one_home(daemon_home: Path) -> None:
             calls = fake.stats()["requests"]
             assert f"familiar_llm_latency_seconds_count {float(calls)}" in metrics
             assert 'familiar_process_up{name="channels",role="channels"} 1.0' in metrics
+            # Each process's own resources, from /proc, labelled by role and name.
+            labels = '{name="channels",role="channels"}'
+            for metric in (
+                "familiar_process_resident_memory_bytes",
+                "familiar_process_cpu_seconds",
+            ):
+                value = metrics.split(f"{metric}{labels} ", 1)[1].split()[0]
+                assert float(value) > 0, metric
             assert [p["role"] for p in report["processes"]] == ["channels"]
             assert report["busy_sessions"] == 0
             assert [c["name"] for c in report["channels"]] == ["cli"]
