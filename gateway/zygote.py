@@ -185,9 +185,11 @@ def _become_role(
         # detach, then close: the zygote's reader (makefile) would keep the fd open.
         os.close(sock.detach())
         os.setsid()  # like start_new_session: a terminal's Ctrl-C reaches the supervisor only
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as the interpreter starts it
+        # The dispositions a new interpreter starts with.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
