@@ -419,9 +419,10 @@ class Supervisor:
 
     async def _publish(self) -> None:
         """Write the process table (what ``familiar status`` shows) and tell systemd."""
-        table = [c.info() for c in self.children]
         try:
             async with self._writing:  # one writer at a time: the table is replaced whole
+                # Taken under the lock: a snapshot older than the last write never lands.
+                table = [c.info() for c in self.children]
                 await asyncio.to_thread(write_processes, self.run_dir, table)
         except OSError as exc:
             log.warning("cannot write the process table: %s", exc)
