@@ -419,21 +419,24 @@ class Supervisor:
 
     async def _publish(self) -> None:
         """Write the process table (what ``familiar status`` shows) and tell systemd."""
-        try:
-            async with self._writing:  # one writer at a time: the table is replaced whole
-                # Taken under the lock: a snapshot older than the last write never lands.
-                table = [c.info() for c in self.children]
+        async with self._writing:  # one writer at a time: the table is replaced whole
+            # Taken under the lock, so an older snapshot never overwrites a newer one, and
+            # READY=1 is sent only once a table showing every child running is written.
+            table = [c.info() for c in self.children]
+            all_healthy = all(c.healthy for c in self.children)
+            summary = self.summary()
+            try:
                 await asyncio.to_thread(write_processes, self.run_dir, table)
-        except OSError as exc:
-            log.warning("cannot write the process table: %s", exc)
-        if self.stopping:
-            return
-        if not self._announced_ready and all(c.healthy for c in self.children):
-            self._announced_ready = True
-            sd_notify(f"READY=1\nSTATUS={self.summary()}")
-            log.info("gateway ready: %s", self.summary())
-        else:
-            sd_notify(f"STATUS={self.summary()}")
+            except OSError as exc:
+                log.warning("cannot write the process table: %s", exc)
+            if self.stopping:
+                return
+            if not self._announced_ready and all_healthy:
+                self._announced_ready = True
+                sd_notify(f"READY=1\nSTATUS={summary}")
+                log.info("gateway ready: %s", summary)
+            else:
+                sd_notify(f"STATUS={summary}")
 
     async def _report_loop(self) -> None:
         while True:
