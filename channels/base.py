@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from aiohttp import web
 from prometheus_client.registry import Collector
@@ -25,6 +26,7 @@ __all__ = [
     "ProbedChannel",
     "RetryingChannel",
     "RoutedChannel",
+    "lazy_exports",
 ]
 
 
@@ -175,3 +177,21 @@ class ChannelPlugin(Generic[C]):
                 f"not {type(config).__name__}"
             )
         return self.create(config)
+
+
+def lazy_exports(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` that imports each of ``names`` from its module on
+    first use: importing the package (the entry point, its config model) then does not
+    import the platform SDK behind the channel.
+
+    Args:
+        package: the package's ``__name__`` (for the error message).
+        names: exported name -> the module that defines it.
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name in names:
+            return getattr(importlib.import_module(names[name]), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -6,9 +6,9 @@ imported when a Slack channel is created (a gateway without Slack never pays for
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from channels.base import Channel, ChannelPlugin
+from channels.base import Channel, ChannelPlugin, lazy_exports
 from channels.slack.config import SlackConfig
 
 if TYPE_CHECKING:
@@ -17,16 +17,11 @@ if TYPE_CHECKING:
 
 __all__ = ["REFUSAL", "SlackChannel", "SlackConfig", "SlackError", "plugin"]
 
-_LAZY = {"REFUSAL": "channels.slack.channel", "SlackChannel": "channels.slack.channel",
-         "SlackError": "channels.slack.api"}  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {"REFUSAL": "channels.slack.channel", "SlackChannel": "channels.slack.channel",
+     "SlackError": "channels.slack.api"},
+)  # fmt: skip
 
 
 def _create(config: SlackConfig) -> Channel:

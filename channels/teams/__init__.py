@@ -6,9 +6,9 @@ Teams channel is created (a gateway without Teams never pays for it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from channels.base import Channel, ChannelPlugin
+from channels.base import Channel, ChannelPlugin, lazy_exports
 from channels.teams.config import TeamsConfig
 
 if TYPE_CHECKING:
@@ -17,16 +17,11 @@ if TYPE_CHECKING:
 
 __all__ = ["REFUSAL", "ROUTE", "TeamsChannel", "TeamsConfig", "TeamsError", "plugin"]
 
-_LAZY = {"REFUSAL": "channels.teams.channel", "ROUTE": "channels.teams.channel",
-         "TeamsChannel": "channels.teams.channel", "TeamsError": "channels.teams.sdk"}  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {"REFUSAL": "channels.teams.channel", "ROUTE": "channels.teams.channel",
+     "TeamsChannel": "channels.teams.channel", "TeamsError": "channels.teams.sdk"},
+)  # fmt: skip
 
 
 def _create(config: TeamsConfig) -> Channel:

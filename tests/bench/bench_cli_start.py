@@ -26,11 +26,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.control.client import ControlClient, DaemonUnavailable
+from gateway.control.client import ControlClient
+from tests.bench.bench_control import _wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,17 +66,9 @@ def _spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
         )  # fmt: skip
 
 
-async def _wait_ready(home: Path, daemon: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
+async def _daemon_ready(home: Path, daemon: subprocess.Popen[bytes]) -> None:
     async with ControlClient(home) as client:
-        while True:
-            try:
-                await client.status()
-                return
-            except DaemonUnavailable:
-                if daemon.poll() is not None or time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.1)
+        await _wait_ready(client, daemon)
 
 
 _LAUNCHER = """
@@ -168,7 +160,7 @@ def main() -> None:
     daemon = _spawn_daemon(home)
     launcher = Launcher()
     try:
-        asyncio.run(_wait_ready(home, daemon))
+        asyncio.run(_daemon_ready(home, daemon))
         cases = _cases([ROOT, *(c.resolve() for c in args.code)], home)
         out = home / "run.out"
         for case in cases:

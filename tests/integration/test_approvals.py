@@ -110,15 +110,20 @@ async def test_denied_command_does_not_run(store_url: str, tmp_path: Path) -> No
     assert completes and all("exit code" not in str(e.data) for e in completes)
 
 
-async def test_pending_approval_survives_a_restart(store_url: str, tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
+async def _ask_then_stop(store_url: str, ws: Path, command: str) -> str:
+    """Ask to run ``command``, then stop the core with the approval pending: its id."""
     async with running_core(
         store_url=store_url, workspace=ws, provider=FunctionProvider(script)
     ) as (app, replies):
-        ask = inbound("cli:a", f"run {DECODE}")
+        ask = inbound("cli:a", f"run {command}")
         await app.bus.publish_inbound(ask)
         (asked,) = await replies.wait([ask.id])
-        aid = approval_id(asked.text)
+        return approval_id(asked.text)
+
+
+async def test_pending_approval_survives_a_restart(store_url: str, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    aid = await _ask_then_stop(store_url, ws, DECODE)
 
     async with running_core(
         store_url=store_url, workspace=ws, provider=FunctionProvider(script)
@@ -137,13 +142,7 @@ async def test_pending_approval_denied_after_a_restart_never_runs(
     store_url: str, tmp_path: Path
 ) -> None:
     ws = tmp_path / "ws"
-    async with running_core(
-        store_url=store_url, workspace=ws, provider=FunctionProvider(script)
-    ) as (app, replies):
-        ask = inbound("cli:a", f"run {RM}")
-        await app.bus.publish_inbound(ask)
-        (asked,) = await replies.wait([ask.id])
-        aid = approval_id(asked.text)
+    aid = await _ask_then_stop(store_url, ws, RM)
 
     async with running_core(
         store_url=store_url, workspace=ws, provider=FunctionProvider(script)
