@@ -254,7 +254,7 @@ class SqlBus(SqlLookups):
         def job(conn: Connection) -> list[tuple[int, str, int]]:
             return [(r[0], r[1], r[2]) for r in conn.execute(_CLAIM, params)]
 
-        rows = sorted(await self._store.transact(job))
+        rows = sorted(await self._store.write_one(job))
         return [Claim(InboundMessage.model_validate_json(p), attempt=a) for _, p, a in rows]
 
     def settle_in(
@@ -334,7 +334,7 @@ class SqlBus(SqlLookups):
         statement = (
             _owned_claims(message_ids, owner).values(lease_until=until).returning(_inbound.c.id)
         )
-        return await self._store.transact(lambda conn: {mid for (mid,) in conn.execute(statement)})
+        return await self._store.write_one(lambda conn: {mid for (mid,) in conn.execute(statement)})
 
     async def release(self, message_ids: Sequence[str], *, owner: str) -> None:
         if not message_ids:
@@ -346,7 +346,7 @@ class SqlBus(SqlLookups):
             lease_until=None,
             attempts=_inbound.c.attempts - 1,
         )
-        await self._store.transact(lambda conn: conn.execute(statement))
+        await self._store.write_one(lambda conn: conn.execute(statement))
         self._inbound_signal.set()
         self._announce(("inbound", ""))
 
@@ -445,7 +445,9 @@ class SqlBus(SqlLookups):
             .values(next_attempt_at=now + lease_seconds, lease_owner=self._owner)
             .returning(_outbound.c.payload, _outbound.c.attempts, _outbound.c.created_at)
         )
-        taken = await self._store.transact(lambda conn: conn.execute(statement, {"now": now}).all())
+        taken = await self._store.write_one(
+            lambda conn: conn.execute(statement, {"now": now}).all()
+        )
         rows = sorted(taken, key=lambda r: float(r[2]))
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a, _ in rows]
 
@@ -461,7 +463,7 @@ class SqlBus(SqlLookups):
             )
             .values(next_attempt_at=self._clock(), lease_owner=None)
         )
-        await self._store.transact(lambda conn: conn.execute(statement))
+        await self._store.write_one(lambda conn: conn.execute(statement))
 
     async def release_dead_senders(self, *, is_dead: Callable[[str], bool] = owner_is_dead) -> int:
         now = self._clock()
@@ -490,7 +492,7 @@ class SqlBus(SqlLookups):
     async def publish_outbound(self, message: OutboundMessage) -> bool:
         row = reply_row(message, self._clock())
         dialect = self._store.dialect
-        stored = await self._store.transact(
+        stored = await self._store.write_one(
             lambda conn: conn.execute(insert_ignore(dialect, _outbound), row).rowcount
         )
         self._outbound_signals.set(message.delivery.channel)
@@ -499,7 +501,7 @@ class SqlBus(SqlLookups):
 
     async def mark_delivered(self, outbound_id: str) -> bool:
         now = self._clock()
-        res = await self._store.transact(
+        res = await self._store.write_one(
             lambda conn: conn.execute(_DELIVERED, {"outbound_id": outbound_id, "now": now}).rowcount
         )
         return bool(res == 1)
@@ -514,7 +516,7 @@ class SqlBus(SqlLookups):
             values["status"] = "failed"
         else:
             values["next_attempt_at"] = self._clock() + retry_in
-        await self._store.transact(
+        await self._store.write_one(
             lambda conn: conn.execute(
                 update(_outbound)
                 .where(_outbound.c.id == outbound_id, _outbound.c.status == "pending")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 from core.bus.sql import SqlBus
@@ -163,8 +164,12 @@ async def test_a_settle_wakes_other_claimers_only_when_its_session_has_more_queu
     await peer.start()
     await worker.start()
     notes: list[str] = []
+
+    def record(topic: str) -> Callable[[str, str], None]:
+        return lambda _data, _sender: notes.append(topic)
+
     for topic in ("inbound", "reply", "done"):
-        peer.on(topic, lambda _data, _sender, topic=topic: notes.append(topic))
+        peer.on(topic, record(topic))
     try:
         bus = SqlBus(store=store)
         bus.connect(worker)
