@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Engine, RowMapping, Select, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -80,15 +80,20 @@ class Store:
         kwargs: dict[str, Any] = {"echo": self.config.echo}
         if not self.is_sqlite:
             kwargs["pool_size"] = self.config.pool_size
-            kwargs["pool_pre_ping"] = True
         url = no_create_url(self.url, self.path) if self.path is not None else make_url(self.url)
         engine = create_async_engine(url, **kwargs)
         if self.is_sqlite:
             _sqlite_pragmas(engine.sync_engine, self.config.busy_timeout_ms)
+        else:
+            _replace_closed_connections(engine.sync_engine)
         self._engine = engine
         if not self.is_sqlite:
             self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._sessions = async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
+        # Reads on PostgreSQL need no transaction block (READ COMMITTED gives each statement
+        # its own snapshot either way): that saves BEGIN and ROLLBACK round trips.
+        self._sessions = async_sessionmaker(
+            self._autocommit or engine, class_=AsyncSession, expire_on_commit=False
+        )
         if migrate:
             try:
                 async with engine.begin() as conn:
@@ -162,6 +167,24 @@ class Store:
             raise StoreError("store is not open")
         async with self._sessions() as session:
             yield session
+
+
+def _replace_closed_connections(engine: Engine) -> None:
+    """A pooled connection the server closed (a restart, an idle timeout, a terminated
+    backend) is replaced when it is checked out.
+
+    What ``pool_pre_ping`` is for, without its cost: through asyncpg, the ping is three
+    round trips (``BEGIN``, the ping, ``ROLLBACK``) on every checkout, as many as the
+    hot path's one-statement writes themselves. asyncpg notices a closed socket while
+    the connection idles in the pool, so checking its state is enough; a connection
+    that dies in use fails that use, and SQLAlchemy then drops the pool's connections.
+    """
+
+    @event.listens_for(engine, "checkout")
+    def _closed(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        driver = getattr(dbapi_conn, "driver_connection", None)
+        if driver is not None and driver.is_closed():
+            raise DisconnectionError("the database server closed this connection")
 
 
 def _sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
