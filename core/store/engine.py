@@ -80,6 +80,10 @@ class Store:
         kwargs: dict[str, Any] = {"echo": self.config.echo}
         if not self.is_sqlite:
             kwargs["pool_size"] = self.config.pool_size
+            # A burst past the pool waits for a connection instead of opening more: with
+            # overflow, six role processes could ask for 120 connections (PostgreSQL's
+            # default max_connections is 100) and turns failed on "too many clients".
+            kwargs["max_overflow"] = 0
         url = no_create_url(self.url, self.path) if self.path is not None else make_url(self.url)
         engine = create_async_engine(url, **kwargs)
         if self.is_sqlite:
