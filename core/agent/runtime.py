@@ -210,12 +210,17 @@ class AgentRuntime:
             await self._wait_for_work(cfg.poll_interval if free > 0 else None)
 
     async def _wait_for_work(self, timeout: float | None) -> None:
+        """Until something may be claimable (``timeout`` None: until a slot is free).
+
+        With free slots left, a turn ending frees nothing claimable by itself: its
+        settle wakes the inbox when its session has more queued. Waking on it anyway
+        sent this loop to an empty claim after every turn.
+        """
         self._slot_freed.clear()
-        waiters: list[asyncio.Future[object]] = [
-            asyncio.ensure_future(self._slot_freed.wait()),
-            asyncio.ensure_future(self._stopping.wait()),
-        ]
-        if timeout is not None:
+        waiters: list[asyncio.Future[object]] = [asyncio.ensure_future(self._stopping.wait())]
+        if timeout is None:
+            waiters.append(asyncio.ensure_future(self._slot_freed.wait()))
+        else:
             waiters.append(asyncio.ensure_future(self._inbox.wait_inbound(timeout)))
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)

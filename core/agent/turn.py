@@ -61,6 +61,8 @@ class _Outcome:
     kind: OutboundKind = "reply"
     events: list[Event] = field(default_factory=list)
     write: Callable[[Connection], None] | None = None
+    compacts: bool = False
+    """Whether ``write`` queues a compaction job (the worker is woken after the commit)."""
     idle: Idle = field(default_factory=Idle)
     """The ``session.idle`` event that closes the message."""
 
@@ -179,7 +181,7 @@ class TurnHandler:
 
         if await self._s.store.transact(job):
             self._s.inbox.notify_reply(reply)
-            if self._s.compaction is not None and outcome.write is not None:
+            if self._s.compaction is not None and outcome.compacts:
                 self._s.compaction.wake()
         else:
             log.warning("lease lost before settling; this attempt's outcome is dropped")
@@ -384,5 +386,10 @@ class TurnHandler:
         if result.stop == "max_iterations":
             text += f"\n\n(stopped after {s.config.max_iterations} steps: agent.max_iterations)"
         return _Outcome(
-            text, "reply", events, write, idle=Idle(llm_calls=result.llm_calls, stop=result.stop)
+            text,
+            "reply",
+            events,
+            write,
+            compacts=summary_update is not None and s.compaction is not None,
+            idle=Idle(llm_calls=result.llm_calls, stop=result.stop),
         )

@@ -47,6 +47,22 @@ class SqlLookups:
         reply = OutboundMessage.model_validate_json(payload) if payload is not None else None
         return MessageStatus(message_id, row.session_key, cast(MessageState, row.status), reply)
 
+    async def replies_of(self, message_ids: Sequence[str]) -> dict[str, OutboundMessage]:
+        """The stored final reply of each of ``message_ids`` that has one."""
+        ids = list(dict.fromkeys(message_ids))
+        found: dict[str, OutboundMessage] = {}
+        async with self._store.read() as s:
+            conn = await s.connection()
+            for start in range(0, len(ids), _IN_CHUNK):
+                rows = await conn.execute(
+                    select(_outbound.c.inbound_id, _outbound.c.payload).where(
+                        _outbound.c.inbound_id.in_(ids[start : start + _IN_CHUNK])
+                    )
+                )
+                for inbound_id, payload in rows:
+                    found.setdefault(inbound_id, OutboundMessage.model_validate_json(payload))
+        return found
+
     async def message_states(self, message_ids: Sequence[str]) -> dict[str, MessageState]:
         ids = list(dict.fromkeys(message_ids))
         found: dict[str, MessageState] = {}

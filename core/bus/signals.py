@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
+from typing import Generic, TypeVar
 
 __all__ = ["KeyedWaiters", "Signal", "SignalMap"]
+
+T = TypeVar("T")
 
 
 class Signal:
@@ -38,29 +41,33 @@ class SignalMap:
         await self._signals[name].wait(timeout)
 
 
-class KeyedWaiters:
-    """Futures waiting on a key (a message id); ``wake`` resolves and forgets them."""
+class KeyedWaiters(Generic[T]):
+    """Futures waiting on a key (a message id); ``wake`` resolves and forgets them.
+
+    A wake may carry what the waiters wait for (a reply settled in this process), or
+    None when they must look it up (a wake-up from another process).
+    """
 
     def __init__(self) -> None:
-        self._waiting: defaultdict[str, set[asyncio.Future[None]]] = defaultdict(set)
+        self._waiting: defaultdict[str, set[asyncio.Future[T | None]]] = defaultdict(set)
 
     def __len__(self) -> int:
         return len(self._waiting)
 
-    def register(self, key: str) -> asyncio.Future[None]:
+    def register(self, key: str) -> asyncio.Future[T | None]:
         """A future that ``wake(key)`` resolves; `discard` it when done waiting."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[T | None] = asyncio.get_running_loop().create_future()
         self._waiting[key].add(future)
         return future
 
-    def discard(self, key: str, future: asyncio.Future[None]) -> None:
+    def discard(self, key: str, future: asyncio.Future[T | None]) -> None:
         waiting = self._waiting.get(key)
         if waiting is not None:
             waiting.discard(future)
             if not waiting:
                 del self._waiting[key]
 
-    def wake(self, key: str) -> None:
+    def wake(self, key: str, value: T | None = None) -> None:
         for future in self._waiting.pop(key, ()):
             if not future.done():
-                future.set_result(None)
+                future.set_result(value)

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Update, and_, bindparam, delete, func, or_, s
 from core.bus.base import Claim, DueReply, Published
 from core.bus.lookups import SqlLookups
 from core.bus.owner import make_owner, owner_is_dead
+from core.bus.reply_reads import ReplyReads
 from core.bus.signals import KeyedWaiters, Signal, SignalMap
 from core.bus.tables import DedupeRow, InboundRow, OutboundRow
 from core.bus.wakeups import Wakeups
@@ -57,27 +58,27 @@ _BUSY = select(_inbound.c.session_key).where(
 )
 # The oldest claimable message of each idle session, oldest sessions first.
 _HEADS = (
-    select(func.min(_inbound.c.seq), _inbound.c.session_key)
+    select(func.min(_inbound.c.seq))
     .where(_ELIGIBLE, _inbound.c.session_key.not_in(_BUSY))
     .group_by(_inbound.c.session_key)
     .order_by(func.min(_inbound.c.seq))
     .limit(bindparam("limit"))
 )
-_HEADS_OF = _HEADS.where(_inbound.c.session_key.in_(bindparam("keys", expanding=True)))
 _CONTROLS = (
     select(_inbound.c.seq)
     .where(_inbound.c.status == "pending", _inbound.c.control.is_(True))
     .order_by(_inbound.c.seq)
     .limit(bindparam("limit"))
 )
-_LOCK_SESSIONS = (
-    select(_sessions.c.key)
-    .where(_sessions.c.key.in_(bindparam("keys", expanding=True)))
-    .with_for_update(skip_locked=True)
-)
+# One statement, so a claim is one round trip and an empty one is cheap. Concurrent
+# claimers (PostgreSQL, READ COMMITTED) stay one per session without locking the
+# session rows: the heads come from one snapshot, where a session with a live claim is
+# busy, and the UPDATE re-checks each head row it takes against the newest committed
+# version (a head another claimer took, or that was settled since, is skipped). A head
+# only ever leaves the eligible states, or comes back by a release of that same head.
 _CLAIM = (
     update(_inbound)
-    .where(_inbound.c.seq.in_(bindparam("seqs", expanding=True)), _ELIGIBLE)
+    .where(or_(_inbound.c.seq.in_(_HEADS), _inbound.c.seq.in_(_CONTROLS)), _ELIGIBLE)
     .values(
         status="claimed",
         lease_owner=bindparam("owner"),
@@ -97,6 +98,16 @@ _DELIVERED = (
     )
 )
 
+_QUEUED_IN_SESSION = (
+    select(_inbound.c.seq)
+    .where(
+        _inbound.c.session_key == bindparam("session_key"),
+        _inbound.c.status.in_(("pending", "claimed")),
+    )
+    .limit(1)
+)
+"""Whether a session still has a message queued (or in another claim) after a settle."""
+_IDLE_MEMORY = 10_000
 _DUE_OUTBOUND = (
     select(_outbound.c.id)
     .where(_outbound.c.status == "pending", _outbound.c.next_attempt_at <= bindparam("now"))
@@ -150,7 +161,11 @@ class SqlBus(SqlLookups):
         """Who holds the delivery leases this bus takes (this process)."""
         self._inbound_signal = Signal()
         self._outbound_signals = SignalMap()
-        self._reply_waiters = KeyedWaiters()
+        self._reply_waiters: KeyedWaiters[OutboundMessage] = KeyedWaiters()
+        self._reply_reads = ReplyReads(self.replies_of)
+        self._session_idle: dict[str, bool] = {}
+        """Settled message id -> whether its session had nothing else queued (from
+        `settle_in` to `notify_reply`)."""
         self._wakeups: Wakeups | None = None
         self.reply_poll_interval = 0.5
         """First re-read of the store by a reply waiter (for replies settled elsewhere);
@@ -234,32 +249,12 @@ class SqlBus(SqlLookups):
         if limit <= 0:
             return []
         now = self._clock()
-        postgres = not self._store.is_sqlite
+        params = {"now": now, "limit": limit, "owner": owner, "until": now + lease_seconds}
 
         def job(conn: Connection) -> list[tuple[int, str, int]]:
-            params = {"now": now, "limit": limit}
-            picked: dict[int, str] = {seq: key for seq, key in conn.execute(_HEADS, params)}
-            controls = {seq for (seq,) in conn.execute(_CONTROLS, params)}
-            if postgres and picked:
-                # Serialise claimers per session: lock the session rows, then re-check
-                # with a fresh statement (READ COMMITTED sees the winners' commits).
-                keys = sorted(set(picked.values()))
-                locked = [k for (k,) in conn.execute(_LOCK_SESSIONS, {"keys": keys})]
-                fresh = (
-                    {seq for seq, _ in conn.execute(_HEADS_OF, {**params, "keys": locked})}
-                    if locked
-                    else set()
-                )
-                picked = {s: k for s, k in picked.items() if s in fresh}
-            seqs = sorted(set(picked) | controls)
-            if not seqs:
-                return []
-            rows = conn.execute(
-                _CLAIM, {"seqs": seqs, "now": now, "owner": owner, "until": now + lease_seconds}
-            ).all()
-            return [(r[0], r[1], r[2]) for r in rows]
+            return [(r[0], r[1], r[2]) for r in conn.execute(_CLAIM, params)]
 
-        rows = sorted(await self._store.transact(job))
+        rows = sorted(await self._store.write_one(job))
         return [Claim(InboundMessage.model_validate_json(p), attempt=a) for _, p, a in rows]
 
     def settle_in(
@@ -289,19 +284,34 @@ class SqlBus(SqlLookups):
         kept = bool(res.rowcount == 1)
         if kept and reply is not None:
             conn.execute(insert_ignore(self._store.dialect, _outbound), reply_row(reply, now))
+            queued = conn.execute(_QUEUED_IN_SESSION, {"session_key": reply.session_key})
+            self._remember_idle(message_id, idle=queued.first() is None)
         return kept
 
+    def _remember_idle(self, message_id: str, *, idle: bool) -> None:
+        self._session_idle[message_id] = idle
+        while len(self._session_idle) > _IDLE_MEMORY:  # settles whose commit failed
+            del self._session_idle[next(iter(self._session_idle))]
+
     def notify_reply(self, reply: OutboundMessage | None) -> None:
-        """Wake the reply's channel (after the settling transaction committed)."""
-        if reply is not None:
-            self._outbound_signals.set(reply.delivery.channel)
-            self._reply_waiters.wake(reply.inbound_id)
-            self._announce(
-                ("outbound", reply.delivery.channel), ("reply", reply.inbound_id), ("inbound", "")
-            )
-        else:
-            self._announce(("inbound", ""))
-        self._inbound_signal.set()  # the session is idle again: its next message may go
+        """Wake the reply's channel (after the settling transaction committed).
+
+        Claimers are woken only when the session has more messages queued: a settle
+        that leaves nothing to claim would otherwise send every agent worker to an
+        empty claim (each publish wakes them already).
+        """
+        if reply is None:
+            self._wake_claimers()
+            return
+        self._outbound_signals.set(reply.delivery.channel)
+        self._reply_waiters.wake(reply.inbound_id, reply)
+        self._announce(("outbound", reply.delivery.channel), ("reply", reply.inbound_id))
+        if not self._session_idle.pop(reply.inbound_id, False):
+            self._wake_claimers()
+
+    def _wake_claimers(self) -> None:
+        self._inbound_signal.set()
+        self._announce(("inbound", ""))
 
     async def settle(
         self, message_id: str, *, owner: str, reply: OutboundMessage | None, failed: bool = False
@@ -324,7 +334,7 @@ class SqlBus(SqlLookups):
         statement = (
             _owned_claims(message_ids, owner).values(lease_until=until).returning(_inbound.c.id)
         )
-        return await self._store.transact(lambda conn: {mid for (mid,) in conn.execute(statement)})
+        return await self._store.write_one(lambda conn: {mid for (mid,) in conn.execute(statement)})
 
     async def release(self, message_ids: Sequence[str], *, owner: str) -> None:
         if not message_ids:
@@ -336,7 +346,7 @@ class SqlBus(SqlLookups):
             lease_until=None,
             attempts=_inbound.c.attempts - 1,
         )
-        await self._store.transact(lambda conn: conn.execute(statement))
+        await self._store.write_one(lambda conn: conn.execute(statement))
         self._inbound_signal.set()
         self._announce(("inbound", ""))
 
@@ -377,13 +387,15 @@ class SqlBus(SqlLookups):
             # Registered before reading the store: a settle in between still wakes us.
             woken = self._reply_waiters.register(message_id)
             try:
-                status = await self.message_status(message_id)
-                if status is not None and status.reply is not None:
-                    return status.reply
+                stored = await self._reply_reads.read(message_id)
+                if stored is not None:
+                    return stored
                 budget = poll if deadline is None else min(poll, deadline - loop.time())
                 if budget <= 0:
                     return None
                 await asyncio.wait({woken}, timeout=budget)
+                if woken.done() and (settled := woken.result()) is not None:
+                    return settled  # settled in this process: no need to read it back
             finally:
                 self._reply_waiters.discard(message_id, woken)
             # Settles in this process wake at once; polling only covers other processes,
@@ -433,7 +445,9 @@ class SqlBus(SqlLookups):
             .values(next_attempt_at=now + lease_seconds, lease_owner=self._owner)
             .returning(_outbound.c.payload, _outbound.c.attempts, _outbound.c.created_at)
         )
-        taken = await self._store.transact(lambda conn: conn.execute(statement, {"now": now}).all())
+        taken = await self._store.write_one(
+            lambda conn: conn.execute(statement, {"now": now}).all()
+        )
         rows = sorted(taken, key=lambda r: float(r[2]))
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a, _ in rows]
 
@@ -449,7 +463,7 @@ class SqlBus(SqlLookups):
             )
             .values(next_attempt_at=self._clock(), lease_owner=None)
         )
-        await self._store.transact(lambda conn: conn.execute(statement))
+        await self._store.write_one(lambda conn: conn.execute(statement))
 
     async def release_dead_senders(self, *, is_dead: Callable[[str], bool] = owner_is_dead) -> int:
         now = self._clock()
@@ -478,7 +492,7 @@ class SqlBus(SqlLookups):
     async def publish_outbound(self, message: OutboundMessage) -> bool:
         row = reply_row(message, self._clock())
         dialect = self._store.dialect
-        stored = await self._store.transact(
+        stored = await self._store.write_one(
             lambda conn: conn.execute(insert_ignore(dialect, _outbound), row).rowcount
         )
         self._outbound_signals.set(message.delivery.channel)
@@ -487,7 +501,7 @@ class SqlBus(SqlLookups):
 
     async def mark_delivered(self, outbound_id: str) -> bool:
         now = self._clock()
-        res = await self._store.transact(
+        res = await self._store.write_one(
             lambda conn: conn.execute(_DELIVERED, {"outbound_id": outbound_id, "now": now}).rowcount
         )
         return bool(res == 1)
@@ -502,7 +516,7 @@ class SqlBus(SqlLookups):
             values["status"] = "failed"
         else:
             values["next_attempt_at"] = self._clock() + retry_in
-        await self._store.transact(
+        await self._store.write_one(
             lambda conn: conn.execute(
                 update(_outbound)
                 .where(_outbound.c.id == outbound_id, _outbound.c.status == "pending")

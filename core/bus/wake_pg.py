@@ -122,37 +122,44 @@ class PgWakeups:
             line = f"{topic}\t{data}"
             if topic in _ORDERED or line not in lines:
                 lines.append(line)
-        if not self._flush_scheduled:
+        if not self._flush_scheduled and not self._is_sending():
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def _is_sending(self) -> bool:
+        """A send is under way: it takes what is queued meanwhile when it is done."""
+        return self._sending is not None and not self._sending.done()
+
     def _flush(self) -> None:
         self._flush_scheduled = False
-        pending, self._pending = self._pending, {}
-        payloads = [
-            f"{self.name}\t{target}\n{chunk}"
-            for target, lines in pending.items()
-            for chunk in _chunks(lines)
-        ]
-        previous = self._sending
-        self._sending = asyncio.get_running_loop().create_task(self._send(previous, payloads))
+        if not self._is_sending():
+            self._sending = asyncio.get_running_loop().create_task(self._send_pending())
 
-    async def _send(self, previous: asyncio.Task[None] | None, payloads: list[str]) -> None:
-        if previous is not None:  # keep the order of the notes
-            with contextlib.suppress(Exception):
-                await previous
-        conn = self._conn
-        if conn is None or conn.is_closed():
-            self.dropped += len(payloads)
-            return
-        for payload in payloads:
-            try:
-                await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
-            except Exception as exc:  # asyncpg's errors, a dropped connection
-                self.dropped += 1
-                log.debug("wake-up notify failed: %s", exc)
-                return
-            self.sent += 1
+    async def _send_pending(self) -> None:
+        """Send what is queued, then what was queued while sending, until nothing is.
+
+        One sender at a time keeps the notes in order, and under load each round trip
+        carries every note of the previous one's time (each NOTIFY reaches every
+        process of every host, so fewer of them saves work everywhere)."""
+        while self._pending:
+            pending, self._pending = self._pending, {}
+            payloads = [
+                f"{self.name}\t{target}\n{chunk}"
+                for target, lines in pending.items()
+                for chunk in _chunks(lines)
+            ]
+            conn = self._conn
+            if conn is None or conn.is_closed():
+                self.dropped += len(payloads)
+                continue
+            for n, payload in enumerate(payloads):
+                try:
+                    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
+                except Exception as exc:  # asyncpg's errors, a dropped connection
+                    self.dropped += len(payloads) - n
+                    log.debug("wake-up notify failed: %s", exc)
+                    break
+                self.sent += 1
 
     def _receive(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         head, _, body = payload.partition("\n")

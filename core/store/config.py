@@ -19,4 +19,6 @@ class StoreConfig(BaseModel):
     url: str | None = None
     busy_timeout_ms: int = Field(default=5000, ge=0)
     pool_size: int = Field(default=10, ge=1)
+    """Connections to a database server per process, at most (no overflow): every role
+    process has its own pool, so the sum stays under the server's ``max_connections``."""
     echo: bool = False

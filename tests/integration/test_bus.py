@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from pathlib import Path
 
 from core.bus.sql import SqlBus
+from core.bus.wake_socket import SocketWakeups
 from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.store.engine import Store
+from tests.waiting import eventually
 
 
 def msg(session: str, text: str, **kw: object) -> InboundMessage:
@@ -151,3 +155,43 @@ async def test_wait_reply_times_out_with_none(store: Store) -> None:
     await bus.publish_inbound(m)
     assert await bus.wait_reply(m.id, timeout=0.05) is None
     assert await bus.wait_reply("no-such-message", timeout=0.05) is None
+
+
+async def test_a_settle_wakes_other_claimers_only_when_its_session_has_more_queued(
+    store: Store, tmp_path: Path
+) -> None:
+    worker, peer = SocketWakeups(tmp_path / "wake"), SocketWakeups(tmp_path / "wake")
+    await peer.start()
+    await worker.start()
+    notes: list[str] = []
+
+    def record(topic: str) -> Callable[[str, str], None]:
+        return lambda _data, _sender: notes.append(topic)
+
+    for topic in ("inbound", "reply", "done"):
+        peer.on(topic, record(topic))
+    try:
+        bus = SqlBus(store=store)
+        bus.connect(worker)
+        first, second, alone = msg("cli:q", "1"), msg("cli:q", "2"), msg("cli:alone", "x")
+        for m in (first, second, alone):
+            await bus.publish_inbound(m)
+        claims = {
+            c.message.id: c.message for c in await bus.claim(owner="w", limit=5, lease_seconds=30)
+        }
+        assert set(claims) == {first.id, alone.id}
+        await asyncio.sleep(0.05)  # the publishes' notes arrive first
+        notes.clear()
+        await bus.settle(alone.id, owner="w", reply=OutboundMessage.answering(alone, "ok"))
+        worker.announce(("done", ""))  # datagrams arrive in order: everything before is in
+        await eventually(lambda: "done" in notes, timeout=10)
+        assert notes == ["reply", "done"]  # nothing left in that session: no claimer woken
+        notes.clear()
+        await bus.settle(first.id, owner="w", reply=OutboundMessage.answering(first, "ok"))
+        await eventually(lambda: "inbound" in notes, timeout=10)
+        assert [c.message.id for c in await bus.claim(owner="w", limit=5, lease_seconds=30)] == [
+            second.id
+        ]
+    finally:
+        await worker.stop()
+        await peer.stop()

@@ -265,3 +265,50 @@ async def _row(store: Store, inbound_id: str) -> tuple[str, int, str | None] | N
         conn = await session.connection()
         row = (await conn.execute(query)).first()
     return None if row is None else (str(row[0]), int(row[1]), row[2])
+
+
+async def test_racing_claimers_take_each_message_once_and_each_session_in_order(
+    stores: tuple[Store, Store],
+) -> None:
+    """Four claimers (two per process) race on one queue: every message is claimed once,
+    a session never has two messages claimed at once, and each session goes in order."""
+    one, two = stores
+    publisher = SqlBus(store=one)
+    sessions, per_session = 12, 5
+    for n in range(per_session):
+        for s in range(sessions):
+            await publisher.publish_inbound(
+                InboundMessage(
+                    session_key=f"cli:r{s}",
+                    text=str(n),
+                    delivery=Delivery(channel="cli", chat_id="c"),
+                )
+            )
+    buses = [SqlBus(store=store) for store in (one, two, one, two)]
+    busy: set[str] = set()
+    order: dict[str, list[str]] = {}
+    claimed: Counter[str] = Counter()
+
+    async def worker(bus: SqlBus, owner: str) -> None:
+        while sum(claimed.values()) < sessions * per_session:
+            claims = await bus.claim(owner=owner, limit=sessions, lease_seconds=60)
+            for claim in claims:
+                message = claim.message
+                assert message.session_key not in busy, "two claims of one session at once"
+                busy.add(message.session_key)
+                claimed[message.id] += 1
+                order.setdefault(message.session_key, []).append(message.text)
+            await asyncio.sleep(0.01)  # the others claim while these are held
+            for claim in claims:
+                reply = OutboundMessage.answering(claim.message, "ok")
+                busy.discard(claim.message.session_key)
+                assert await bus.settle(claim.message.id, owner=owner, reply=reply)
+            if not claims:
+                await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(
+        asyncio.gather(*(worker(bus, f"w{i}") for i, bus in enumerate(buses))), 60
+    )
+    assert set(claimed.values()) == {1}
+    assert len(claimed) == sessions * per_session
+    assert all(texts == [str(n) for n in range(per_session)] for texts in order.values())
