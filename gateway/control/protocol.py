@@ -33,6 +33,7 @@ __all__ = [
     "TimeoutLine",
     "encode_line",
     "error_text",
+    "line_dict",
     "parse_line",
     "send_body",
     "text_problem",
@@ -118,9 +119,14 @@ def _dumps(value: object) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+def line_dict(line: StreamLine) -> dict[str, object]:
+    """The line as the JSON object it is sent as (``type`` first)."""
+    return {"type": line.type, **dataclasses.asdict(line)}
+
+
 def encode_line(line: StreamLine) -> bytes:
     """One NDJSON line."""
-    return _dumps({"type": line.type, **dataclasses.asdict(line)}) + b"\n"
+    return _dumps(line_dict(line)) + b"\n"
 
 
 def parse_line(raw: bytes) -> StreamLine | None:

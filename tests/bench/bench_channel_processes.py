@@ -102,7 +102,8 @@ async def one_run(base_url: str, mode: str, n: int, clients: int) -> dict[str, A
         try:
             await gateway.wait_ready(multi=True)
             base = await _webhook_running(home)
-            pss = round(sum(_memory_mib(pid)["pss"] for pid in _tree(gateway.proc.pid)), 1)
+            tree = _tree(gateway.proc.pid)
+            pss = round(sum(_memory_mib(pid)["pss"] for pid in tree), 1)
             async with aiohttp.ClientSession() as http:
                 for i in range(20):  # warm up
                     await _timed(http, base, f"warm {i}", wait=False)
@@ -124,7 +125,7 @@ async def one_run(base_url: str, mode: str, n: int, clients: int) -> dict[str, A
                     "reply_p50_ms": round(_pct(replies, 50), 1),
                     "reply_p95_ms": round(_pct(replies, 95), 1),
                     f"ack_req_s_{clients}_clients": round(rate),
-                    "processes": len(gateway.pids()),
+                    "processes": len(tree),
                     "pss_total_mib": pss,
                 }
                 if mode == "per-channel":

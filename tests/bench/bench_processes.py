@@ -44,6 +44,7 @@ from core.bus.wake_pg import PgWakeups
 from core.bus.wake_socket import SocketWakeups
 from core.bus.wakeups import WakeupService
 from gateway.control.client import ControlClient, DaemonUnavailable
+from gateway.control.protocol import line_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNECTING = 100
@@ -205,7 +206,7 @@ async def _send(home: Path, key: str, text: str, gate: asyncio.Semaphore) -> dic
         reply: dict[str, Any] = {}
         try:
             async for line in client.send(key, text, stream=False, timeout=300):
-                item = line.model_dump()
+                item: dict[str, Any] = line_dict(line)
                 if item.get("type") == "accepted":
                     gate.release()
                     connecting = False

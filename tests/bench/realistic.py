@@ -43,6 +43,7 @@ from core.providers.base import ChatMessage, ToolCall
 from core.sessions import SessionStore
 from core.store.engine import Store
 from gateway.control.client import ControlClient, DaemonUnavailable
+from gateway.control.protocol import line_dict
 from tests.fakes.fake_openai import prose
 
 __all__ = ["HISTORY_TURNS", "REPLY_CHARS", "run_realistic", "start_fake_realistic"]
@@ -224,7 +225,7 @@ async def _send(home: Path, key: str, text: str, gate: asyncio.Semaphore) -> dic
         connecting = True
         try:
             async for line in client.send(key, text, stream=True):
-                item = line.model_dump()
+                item: dict[str, Any] = line_dict(line)
                 kind = item.get("type")
                 if kind == "delta":
                     deltas.append(str(item.get("text", "")))
