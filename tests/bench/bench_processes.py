@@ -179,6 +179,20 @@ def _memory_mib(pid: int) -> dict[str, float]:
     return fields
 
 
+def _process_names(home: Path, root: int) -> dict[int, str]:
+    """pid -> ``supervisor``, ``zygote`` or the role's name (``agent-1``...)."""
+    names = {pid: name for name, pid in _roles(home, root).items()}
+    names.setdefault(root, "supervisor")
+    if names[root] == "single":
+        return names
+    try:
+        log = (home / "daemon.log").read_text(errors="replace")
+        names[int(log.split("zygote started pid=")[1].split('"')[0])] = "zygote"
+    except (OSError, IndexError, ValueError):
+        pass
+    return names
+
+
 def _role_ready_s(log: str) -> dict[str, float]:
     """Each role's start (the supervisor forks or spawns it) to its ``READY=1``."""
     started: dict[str, float] = {}
@@ -284,6 +298,7 @@ async def idle_rss(*, base_url: str, processes: str, workers: int) -> dict[str, 
             ready = await gateway.wait_ready(multi=processes == "multi")
             await asyncio.sleep(3)  # idle
             per = {pid: _memory_mib(pid) for pid in _tree(gateway.proc.pid)}
+            names = _process_names(home, gateway.proc.pid)
             log = (home / "daemon.log").read_text(errors="replace")
         finally:
             gateway.stop()
@@ -293,9 +308,10 @@ async def idle_rss(*, base_url: str, processes: str, workers: int) -> dict[str, 
             "processes": len(per),
             "pss_total_mib": round(sum(m["pss"] for m in per.values()), 1),
             "rss_total_mib": round(sum(m["rss"] for m in per.values()), 1),
-            "pss_each_mib": [round(m["pss"], 1) for m in per.values()],
-            "rss_each_mib": [round(m["rss"], 1) for m in per.values()],
-            "uss_each_mib": [round(m["uss"], 1) for m in per.values()],
+            "pss_rss_uss_mib": {
+                names.get(pid, str(pid)): [round(m[k], 1) for k in ("pss", "rss", "uss")]
+                for pid, m in per.items()
+            },
             "ready_s": round(ready, 2),
             "role_ready_s": roles or "-",
         }
