@@ -54,7 +54,7 @@ class LazyCommand:
             group.name, group.help = name, self.summary
             return group
         details = inspect.getdoc(obj)
-        holder = typer.Typer(add_completion=False)
+        holder = typer.Typer(rich_markup_mode=None, add_completion=False)
         holder.command(name, help=f"{self.summary}\n\n{details}" if details else self.summary)(obj)
         return typer.main.get_command(holder)
 
@@ -157,6 +157,8 @@ class _FamiliarGroup(TyperGroup):
 
 
 app = typer.Typer(
+    # Plain help and usage errors: rendering them with rich costs every `--help` ~0.1 s.
+    rich_markup_mode=None,
     cls=_FamiliarGroup,
     no_args_is_help=True,
     add_completion=False,

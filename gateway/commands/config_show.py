@@ -15,7 +15,7 @@ from gateway.masking import masked_config
 
 __all__ = ["config_app"]
 
-config_app = typer.Typer(no_args_is_help=True)
+config_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
 
 
 def _toml_value(value: Any) -> str:

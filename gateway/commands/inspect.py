@@ -29,7 +29,7 @@ from gateway.process_table import supervised_processes
 
 __all__ = ["sessions_app", "status"]
 
-sessions_app = typer.Typer(no_args_is_help=True)
+sessions_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
 
 
 def _when(stamp: object, *, clock_only: bool = False) -> str:

@@ -28,7 +28,7 @@ from gateway.mcp import resolve_mcp
 
 __all__ = ["mcp_app"]
 
-mcp_app = typer.Typer(no_args_is_help=True)
+mcp_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
 
 
 def _config(home: Path) -> tuple[FamiliarConfig, McpConfig, list[str]]:

@@ -20,7 +20,7 @@ from gateway.commands.common import (
 
 __all__ = ["memory_app"]
 
-memory_app = typer.Typer(no_args_is_help=True)
+memory_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
 
 ScopeOption = Annotated[
     str | None,

@@ -24,7 +24,7 @@ __all__ = ["describe_schedule", "schedule_app"]
 
 DEFAULT_SESSION = "cli:default"
 
-schedule_app = typer.Typer(no_args_is_help=True)
+schedule_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
 
 
 def describe_schedule(item: dict[str, Any]) -> str:

@@ -24,7 +24,7 @@ __all__ = ["service_app"]
 
 T = TypeVar("T")
 
-service_app = typer.Typer(no_args_is_help=True)
+service_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
 
 UserOption = Annotated[
     bool | None,

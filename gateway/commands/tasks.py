@@ -19,7 +19,7 @@ from gateway.commands.common import (
 
 __all__ = ["tasks_app"]
 
-tasks_app = typer.Typer(no_args_is_help=True)
+tasks_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
 
 TaskId = Annotated[str, typer.Argument(metavar="ID", help="The subagent's id.")]
 
