@@ -21,8 +21,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.control.client import ControlClient
-from tests.bench.bench_control import _wait_ready
+from tests.bench.bench_control import _stop_daemon, _wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -173,13 +171,7 @@ def main() -> None:
                 _run(launcher, case, run, out)
     finally:
         launcher.close()
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        shutil.rmtree(home, ignore_errors=True)
+        _stop_daemon(daemon, home)
     print(f"{args.runs} runs of each command (after one warm-up run each)")
     print("| command | runs ok | p50 s | p90 s | max RSS MiB |")
     print("|---|---:|---:|---:|---:|")

@@ -130,13 +130,18 @@ async def run_case(n: int) -> Result:
             p99_ms=_pct(ok, 99) * 1000 if ok else 0.0,
         )
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        shutil.rmtree(home, ignore_errors=True)
+        _stop_daemon(daemon, home)
+
+
+def _stop_daemon(daemon: subprocess.Popen[bytes], home: Path) -> None:
+    """SIGTERM (SIGKILL after 60 s) and remove its home."""
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        daemon.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        daemon.wait()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def _table(results: list[Result]) -> str:
