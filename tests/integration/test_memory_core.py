@@ -170,8 +170,10 @@ async def drive(store_url: str, tmp_path: Path, *, fail_summary: bool) -> None:
         else:
             assert {c.method for c in done} == {"model"}
             assert row.summary == "SUMMARY: the user counted numbers."
-            last = turn_requests[-1]
-            assert "SUMMARY: the user counted numbers." in last.system
+            # The model's summary reaches the prompts. Not necessarily the last one: the
+            # compaction runs beside the turns, and while it lags, the lines folded on the
+            # fly past the summary's end can push it out of the capped summary section.
+            assert any("SUMMARY: the user counted numbers." in r.system for r in turn_requests)
 
 
 async def _nonempty(found: object) -> bool:
