@@ -57,6 +57,8 @@ class Zygote:
         self.pid = pid
         self._lock = asyncio.Lock()
         self._buffer = b""
+        self._broken = False
+        """A request was cut off: its answer may still come, so no other is asked."""
 
     @classmethod
     def fork(
@@ -99,6 +101,8 @@ class Zygote:
         loop = asyncio.get_running_loop()
         request = json.dumps({"argv": list(argv), "env": dict(env)}).encode() + b"\n"
         async with self._lock:  # one request at a time: answers come back in order
+            if self._broken:
+                raise ZygoteGone("an earlier request to the zygote was cut off")
             try:
                 await loop.sock_sendall(self.sock, request)
                 while b"\n" not in self._buffer:
@@ -108,6 +112,9 @@ class Zygote:
                     self._buffer += chunk
             except (BrokenPipeError, ConnectionResetError) as exc:
                 raise ZygoteGone(f"the zygote is gone: {exc}") from exc
+            except BaseException:  # cancelled mid-request: a later answer would be misread
+                self._broken = True
+                raise
             line, _, self._buffer = self._buffer.partition(b"\n")
         answer = json.loads(line)
         if "pid" not in answer:
