@@ -45,20 +45,11 @@ from core.bus.wake_socket import SocketWakeups
 from core.bus.wakeups import WakeupService
 from gateway.control.client import ControlClient, DaemonUnavailable
 from gateway.control.protocol import line_dict
+from tests.daemon_env import daemon_env
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNECTING = 100
 """Senders between connecting and ``accepted`` at most (the socket's backlog is 128)."""
-
-
-def _env() -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("FAMILIAR_", "NOTIFY_", "WATCHDOG_"))
-        and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
-    }
-    return {**env, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -70,7 +61,7 @@ def _start_fake(latency_ms: int) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.fakes.fake_openai", "--port", "0",
          "--latency-ms", str(latency_ms)],
-        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True,
+        cwd=ROOT, env=daemon_env(), stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -96,7 +87,7 @@ class _Gateway:
         with (home / "daemon.log").open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "gateway.daemon", "--home", str(home)],
-                cwd=ROOT, env=_env(), stdout=log, stderr=log,
+                cwd=ROOT, env=daemon_env(), stdout=log, stderr=log,
             )  # fmt: skip
 
     async def wait_ready(self, *, multi: bool) -> float:
@@ -351,7 +342,7 @@ async def _wake_child(kind: str, target: str, count: int) -> None:
 async def wake_latency(kind: str, target: str, pings: int) -> dict[str, Any]:
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.bench.bench_processes", "--wake-child", kind, target,
-        "--pings", str(pings), cwd=ROOT, env=_env(), stdout=asyncio.subprocess.PIPE,
+        "--pings", str(pings), cwd=ROOT, env=daemon_env(), stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert child.stdout is not None
     line = await asyncio.wait_for(child.stdout.readline(), 60)

@@ -40,7 +40,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import random
 import re
 import shutil
@@ -59,6 +58,7 @@ import aiohttp
 
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.control.protocol import Accepted, ReplyLine, TimeoutLine
+from tests.daemon_env import daemon_env
 
 ROOT = Path(__file__).resolve().parents[2]
 _RETRY_SECONDS = 0.25
@@ -69,27 +69,12 @@ _RELEASED = re.compile(r"released unfinished messages count=(\d+)")
 # -- processes --------------------------------------------------------------------------
 
 
-def _clean_env() -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("FAMILIAR_", "NOTIFY_", "WATCHDOG_"))
-        and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
-    }
-    return {
-        **env,
-        "PYTHONPATH": str(ROOT),
-        "PYTHONUNBUFFERED": "1",
-        "FAMILIAR_GATEWAY__PROCESSES": "single",
-    }
-
-
 async def _start_fake(latency_ms: int) -> tuple[asyncio.subprocess.Process, str]:
     """The fake OpenAI server in its rule mode (``echo: <text>``, ``!sleep N``)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.fakes.fake_openai", "--port", "0",
         "--latency-ms", str(latency_ms),
-        cwd=ROOT, env=_clean_env(), stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT, env=daemon_env(single=True), stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdout is not None
     line = (await asyncio.wait_for(proc.stdout.readline(), 30)).split()
@@ -133,7 +118,7 @@ class Daemon:
         with self.log.open("ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "gateway.daemon", "--home", str(self.home),
-                cwd=ROOT, env=_clean_env(), stdout=log, stderr=log,
+                cwd=ROOT, env=daemon_env(single=True), stdout=log, stderr=log,
             )  # fmt: skip
         self.starts += 1
         async with asyncio.timeout(60), ControlClient(self.home) as client:

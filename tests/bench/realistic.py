@@ -44,6 +44,7 @@ from core.sessions import SessionStore
 from core.store.engine import Store
 from gateway.control.client import ControlClient, DaemonUnavailable
 from gateway.control.protocol import line_dict
+from tests.daemon_env import daemon_env
 from tests.fakes.fake_openai import prose
 
 __all__ = ["HISTORY_TURNS", "REPLY_CHARS", "run_realistic", "start_fake_realistic"]
@@ -154,16 +155,6 @@ async def seed_history(store_url: str, workspace: Path, keys: list[str]) -> None
 # -- the daemon -------------------------------------------------------------------------
 
 
-def _clean_env() -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("FAMILIAR_", "NOTIFY_", "WATCHDOG_"))
-        and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
-    }
-    return {**env, "PYTHONPATH": str(ROOT), "FAMILIAR_GATEWAY__PROCESSES": "single"}
-
-
 def _write_config(home: Path, base_url: str, n: int) -> None:
     (home / "config.toml").write_text(
         f'[provider]\nkind = "openai"\nbase_url = "{base_url}"\nmodel = "fake-model"\n'
@@ -183,7 +174,7 @@ def _spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
     with (home / "daemon.log").open("ab") as log:
         return subprocess.Popen(
             [sys.executable, *wrap, "-m", "gateway.daemon", "--home", str(home)],
-            cwd=ROOT, env=_clean_env(), stdout=log, stderr=log,
+            cwd=ROOT, env=daemon_env(single=True), stdout=log, stderr=log,
         )  # fmt: skip
 
 
@@ -378,7 +369,7 @@ def _cli_events(home: Path, key: str) -> Counter[str]:
     out = subprocess.run(
         [sys.executable, "-m", "gateway.cli", "sessions", "show", key, "--events", "--json",
          "--home", str(home)],
-        cwd=ROOT, env=_clean_env(), capture_output=True, text=True, check=True,
+        cwd=ROOT, env=daemon_env(single=True), capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     return Counter(e["type"] for e in json.loads(out)["events"])
 

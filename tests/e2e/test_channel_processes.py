@@ -22,8 +22,9 @@ import aiohttp
 import pytest
 
 from channels.webhook import signed_headers
+from tests.daemon_env import daemon_env
 from tests.e2e.test_daemon_process import REPO, fake_openai
-from tests.e2e.test_processes import TIMEOUT, Gateway, _env, home, running, write_config
+from tests.e2e.test_processes import TIMEOUT, Gateway, home, running, write_config
 from tests.waiting import eventually
 
 __all__ = ["home"]  # the fixture
@@ -55,7 +56,7 @@ async def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "gateway.cli", *args, "--home", str(home)],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=daemon_env(),
         cwd=REPO,
         timeout=TIMEOUT,
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from gateway.control.client import ControlClient, DaemonUnavailable, socket_path
+from tests.daemon_env import daemon_env
 from tests.waiting import eventually_sync
 
 pytestmark = pytest.mark.slow
@@ -28,15 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "familiar"
 START_TIMEOUT = 60.0
 RUN_TIMEOUT = 90.0
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAMILIAR_")}
-    env.pop("OPENAI_API_KEY", None)
-    env.pop("ANTHROPIC_API_KEY", None)
-    env["PYTHONPATH"] = str(ROOT)
-    env["FAMILIAR_GATEWAY__PROCESSES"] = "single"  # the one-process daemon (see test_processes)
-    return env
 
 
 def _familiar_argv() -> list[str]:
@@ -51,7 +43,7 @@ def familiar(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,
-        env=_env(),
+        env=daemon_env(single=True),
         cwd=ROOT,
         check=False,
     )
@@ -73,7 +65,7 @@ def fake_openai() -> Iterator[str]:
         [sys.executable, "-m", "tests.fakes.fake_openai", "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env=daemon_env(single=True),
         cwd=ROOT,
     )
     try:
@@ -125,7 +117,7 @@ def home(fake_openai: str) -> Iterator[Path]:
         [sys.executable, "-m", "gateway.cli", "gateway", "--home", str(path)],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env=_env(),
+        env=daemon_env(single=True),
         cwd=ROOT,
     )
     try:
@@ -231,7 +223,7 @@ class Pty:
 
     def __init__(self, argv: list[str]) -> None:
         master, slave = os.openpty()
-        env = {**_env(), "TERM": "xterm", "COLUMNS": "100", "LINES": "40"}
+        env = {**daemon_env(single=True), "TERM": "xterm", "COLUMNS": "100", "LINES": "40"}
         env["PROMPT_TOOLKIT_NO_CPR"] = "1"  # nobody answers cursor-position requests
         self.proc = subprocess.Popen(
             argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT, close_fds=True

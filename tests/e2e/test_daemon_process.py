@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import signal
 import socket
@@ -19,9 +18,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.daemon_env import REPO, daemon_env
+
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 BASE = "http://familiar"
 
 
@@ -34,22 +34,11 @@ def home() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _clean_env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("FAMILIAR_", "NOTIFY_", "WATCHDOG_"))
-        and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
-    }
-    single = {"FAMILIAR_GATEWAY__PROCESSES": "single"}  # the supervisor: test_processes.py
-    return {**env, "PYTHONUNBUFFERED": "1", **single, **extra}
-
-
 @asynccontextmanager
 async def fake_openai() -> AsyncIterator[str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.fakes.fake_openai", "--port", "0", "--latency-ms", "300",
-        cwd=REPO, env=_clean_env(), stdout=asyncio.subprocess.PIPE,
+        cwd=REPO, env=daemon_env(single=True), stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
         assert proc.stdout is not None
@@ -144,7 +133,7 @@ class Daemon(ControlSocket):
 
 @asynccontextmanager
 async def daemon(home: Path, **env: str) -> AsyncIterator[Daemon]:
-    d = Daemon(home, _clean_env(**env))
+    d = Daemon(home, daemon_env(single=True, **env))
     await d.start()
     try:
         yield d

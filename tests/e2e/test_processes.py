@@ -34,6 +34,7 @@ from core.messages import Delivery
 from core.scheduling import SchedulerConfig, ScheduleService
 from core.scheduling.records import ScheduleSpec, ScheduleTarget
 from core.store.engine import Store
+from tests.daemon_env import daemon_env
 from tests.e2e.test_daemon_process import REPO, ControlSocket, fake_openai
 from tests.waiting import eventually
 
@@ -53,16 +54,6 @@ def home() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _env() -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("FAMILIAR_", "NOTIFY_", "WATCHDOG_"))
-        and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
-    }
-    return {**env, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}
-
-
 def write_config(home: Path, base_url: str, *, workers: int = 2, extra: str = "") -> None:
     (home / "config.toml").write_text(
         f'[provider]\nkind = "openai"\nbase_url = "{base_url}"\nmodel = "fake-model"\n'
@@ -78,7 +69,7 @@ class Gateway(ControlSocket):
     def __init__(self, home: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.home = home
         self.args = args
-        self.env = {**_env(), **(env or {})}
+        self.env = {**daemon_env(), **(env or {})}
         self.proc: asyncio.subprocess.Process | None = None
         self.log = home / f"daemon{'-'.join(args)}.log"
 
@@ -282,7 +273,7 @@ async def test_kill_9_of_the_channels_process_loses_nothing_and_send_works_again
                 ],
                 capture_output=True,
                 text=True,
-                env=_env(),
+                env=daemon_env(),
                 cwd=REPO,
                 timeout=TIMEOUT,
             )
@@ -363,7 +354,7 @@ async def test_a_crash_looping_child_is_backed_off_and_reported_while_the_superv
                 [sys.executable, "-m", "gateway.cli", "status", "--json", "--home", str(home)],
                 capture_output=True,
                 text=True,
-                env=_env(),
+                env=daemon_env(),
                 cwd=REPO,
                 timeout=TIMEOUT,
             )

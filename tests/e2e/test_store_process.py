@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_daemon_process import REPO, _clean_env, daemon
+from tests.daemon_env import daemon_env
+from tests.e2e.test_daemon_process import REPO, daemon
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +39,7 @@ def _write_config(home: Path) -> None:
 async def _run_daemon(home: Path) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "gateway.daemon", "--home", str(home),
-        cwd=REPO, env=_clean_env(), stdout=asyncio.subprocess.DEVNULL,
+        cwd=REPO, env=daemon_env(single=True), stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     _, err = await asyncio.wait_for(proc.communicate(), 60)
