@@ -36,11 +36,9 @@ from core.store.leases import Leases
 from gateway.channel_proxy import RemoteChannel
 from gateway.channel_socket import channel_app, channel_lock, channel_socket, channels_dir
 from gateway.config import (
-    CONFIG_FILE,
     FamiliarConfig,
     default_home,
     hooks_dir,
-    load_config,
     store_url,
     workspace_dir,
 )
@@ -49,7 +47,7 @@ from gateway.control.server import ControlServer, ControlState, build_control_ap
 from gateway.delivery import DeliveryFailures, delivery_worker
 from gateway.home_files import SocketPathTaken, check_socket_path, secure_home
 from gateway.http_errors import body_checks
-from gateway.init import RUN_DIR, init_home
+from gateway.init import RUN_DIR, prepare_home, unusable_home
 from gateway.lock import CHANNELS_LOCK_FILE, LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.masking import mask_url
@@ -155,18 +153,11 @@ async def serve(
     setup_logging(LogConfig())
     plugins = await asyncio.to_thread(discover_channels, entry_points)
     try:
-        if not (home / CONFIG_FILE).exists():
-            for line in await asyncio.to_thread(init_home, home, channel_plugins=plugins):
-                log.info("first start: %s", line)
         config = await asyncio.to_thread(
-            load_config, home, channel_plugins=plugins, **(config_overrides or {})
+            prepare_home, home, channel_plugins=plugins, **(config_overrides or {})
         )
-    except ConfigError as exc:
-        print(f"familiar: {exc}", file=sys.stderr)
-        return EX_CONFIG
-    except OSError as exc:
-        print(f"familiar: cannot prepare {home}: {exc}", file=sys.stderr)
-        return 1
+    except (ConfigError, OSError) as exc:
+        return unusable_home(home, exc)
     setup_logging(config.log)
     for reason in plugins.broken.values():
         log.warning("%s", reason)

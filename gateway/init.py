@@ -6,8 +6,10 @@ import ast
 import inspect
 import itertools
 import json
+import logging
 import os
 import re
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,14 @@ from pydantic import BaseModel, SecretStr
 from core.errors import ConfigError
 from core.private_files import private_dir
 from core.workspace import scaffold_workspace
-from gateway.config import CONFIG_FILE, config_model, load_config, workspace_dir
+from gateway.config import CONFIG_FILE, FamiliarConfig, config_model, load_config, workspace_dir
 from gateway.home import RUN_DIR
 from gateway.plugins import ChannelPlugins, discover_channels
+from gateway.process_table import EX_CONFIG
 
-__all__ = ["RUN_DIR", "init_home", "render_default_config"]
+__all__ = ["RUN_DIR", "init_home", "prepare_home", "render_default_config", "unusable_home"]
+
+log = logging.getLogger(__name__)
 
 _HEADER = """\
 # familiar configuration.
@@ -33,6 +38,32 @@ _HEADER = """\
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ATTRIBUTE = re.compile(r"(\w+)(?:\s*\(.*?\))?:\s*(.*)")
 _INLINE_MAX = 60
+
+
+def prepare_home(
+    home: Path, *, channel_plugins: ChannelPlugins, **overrides: Any
+) -> FamiliarConfig:
+    """The home's configuration; on first start, write a commented one and scaffold the
+    workspace first (`init_home`). Blocking: call it from a thread in async code.
+
+    Raises:
+        ConfigError: the configuration is bad (see `unusable_home`).
+        OSError: the home cannot be prepared.
+    """
+    if not (home / CONFIG_FILE).exists():
+        for line in init_home(home, channel_plugins=channel_plugins):
+            log.info("first start: %s", line)
+    return load_config(home, channel_plugins=channel_plugins, **overrides)
+
+
+def unusable_home(home: Path, exc: ConfigError | OSError) -> int:
+    """Say on stderr why `prepare_home` failed; the exit status: 78 for bad configuration
+    (restarting cannot fix it), 1 otherwise."""
+    if isinstance(exc, ConfigError):
+        print(f"familiar: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    print(f"familiar: cannot prepare {home}: {exc}", file=sys.stderr)
+    return 1
 
 
 def init_home(home: Path, *, channel_plugins: ChannelPlugins | None = None) -> list[str]:

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import ConfigError
-from gateway.config import CONFIG_FILE, FamiliarConfig, load_config, workspace_dir
+from gateway.config import FamiliarConfig, workspace_dir
 from gateway.home_files import secure_home
-from gateway.init import RUN_DIR, init_home
+from gateway.init import RUN_DIR, prepare_home, unusable_home
 from gateway.lock import LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.plugins import discover_channels
@@ -88,16 +88,9 @@ def supervise_or_none(home: Path) -> int | None:
     setup_logging(LogConfig())
     plugins = discover_channels()
     try:
-        if not (home / CONFIG_FILE).exists():
-            for line in init_home(home, channel_plugins=plugins):
-                log.info("first start: %s", line)
-        config = load_config(home, channel_plugins=plugins)
-    except ConfigError as exc:
-        print(f"familiar: {exc}", file=sys.stderr)
-        return EX_CONFIG
-    except OSError as exc:
-        print(f"familiar: cannot prepare {home}: {exc}", file=sys.stderr)
-        return 1
+        config = prepare_home(home, channel_plugins=plugins)
+    except (ConfigError, OSError) as exc:
+        return unusable_home(home, exc)
     if config.gateway.processes == "single":
         return None
     setup_logging(config.log)
