@@ -241,8 +241,7 @@ class SqlBus(SqlLookups):
 
         published = await self._store.transact(job)
         if not published.duplicate:
-            self._inbound_signal.set()
-            self._announce(("inbound", ""))
+            self._wake_claimers()
         return published
 
     async def claim(self, *, owner: str, limit: int, lease_seconds: float) -> list[Claim]:
@@ -347,8 +346,7 @@ class SqlBus(SqlLookups):
             attempts=_inbound.c.attempts - 1,
         )
         await self._store.write_one(lambda conn: conn.execute(statement))
-        self._inbound_signal.set()
-        self._announce(("inbound", ""))
+        self._wake_claimers()
 
     async def release_dead_owners(self, *, is_dead: Callable[[str], bool] = owner_is_dead) -> int:
         """Make messages leased by dead processes on this host claimable at once."""
@@ -370,8 +368,7 @@ class SqlBus(SqlLookups):
         count, dead = await self._store.transact(job)
         if count:
             log.info("released leases of dead owners count=%d owners=%s", count, dead)
-            self._inbound_signal.set()
-            self._announce(("inbound", ""))
+            self._wake_claimers()
         return count
 
     async def wait_inbound(self, timeout: float) -> None:
