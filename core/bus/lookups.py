@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import cast
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, Select, func, select
 
 from core.bus.base import MessageState, MessageStatus, QueueCounts
 from core.bus.tables import InboundRow, OutboundRow
@@ -49,32 +49,23 @@ class SqlLookups:
 
     async def replies_of(self, message_ids: Sequence[str]) -> dict[str, OutboundMessage]:
         """The stored final reply of each of ``message_ids`` that has one."""
-        ids = list(dict.fromkeys(message_ids))
+        rows = await self._rows_in(
+            message_ids,
+            lambda ids: select(_outbound.c.inbound_id, _outbound.c.payload).where(
+                _outbound.c.inbound_id.in_(ids)
+            ),
+        )
         found: dict[str, OutboundMessage] = {}
-        async with self._store.read() as s:
-            conn = await s.connection()
-            for start in range(0, len(ids), _IN_CHUNK):
-                rows = await conn.execute(
-                    select(_outbound.c.inbound_id, _outbound.c.payload).where(
-                        _outbound.c.inbound_id.in_(ids[start : start + _IN_CHUNK])
-                    )
-                )
-                for inbound_id, payload in rows:
-                    found.setdefault(inbound_id, OutboundMessage.model_validate_json(payload))
+        for inbound_id, payload in rows:
+            found.setdefault(inbound_id, OutboundMessage.model_validate_json(payload))
         return found
 
     async def message_states(self, message_ids: Sequence[str]) -> dict[str, MessageState]:
-        ids = list(dict.fromkeys(message_ids))
-        found: dict[str, MessageState] = {}
-        async with self._store.read() as s:
-            conn = await s.connection()
-            for start in range(0, len(ids), _IN_CHUNK):
-                chunk = ids[start : start + _IN_CHUNK]
-                rows = await conn.execute(
-                    select(_inbound.c.id, _inbound.c.status).where(_inbound.c.id.in_(chunk))
-                )
-                found.update((i, cast(MessageState, st)) for i, st in rows)
-        return found
+        rows = await self._rows_in(
+            message_ids,
+            lambda ids: select(_inbound.c.id, _inbound.c.status).where(_inbound.c.id.in_(ids)),
+        )
+        return {i: cast(MessageState, st) for i, st in rows}
 
     async def last_user_delivery(self, session_key: str) -> Delivery | None:
         query = (
@@ -106,19 +97,28 @@ class SqlLookups:
         return QueueCounts(pending=counts.get("pending", 0), claimed=counts.get("claimed", 0))
 
     async def queued_by_session(self, session_keys: Sequence[str]) -> dict[str, int]:
-        keys = list(dict.fromkeys(session_keys))
-        counts: dict[str, int] = {}
+        rows = await self._rows_in(
+            session_keys,
+            lambda keys: (
+                select(_inbound.c.session_key, func.count())
+                .where(_inbound.c.status.in_(_QUEUED), _inbound.c.session_key.in_(keys))
+                .group_by(_inbound.c.session_key)
+            ),
+        )
+        return {str(k): int(n) for k, n in rows}
+
+    async def _rows_in(
+        self, keys: Sequence[str], query: Callable[[list[str]], Select[Any, Any]]
+    ) -> list[Row[Any, Any]]:
+        """The rows of ``query(chunk)`` over ``keys`` (duplicates dropped), asked
+        ``_IN_CHUNK`` keys at a time so that no ``IN`` list grows without bound."""
+        unique = list(dict.fromkeys(keys))
+        rows: list[Row[Any, Any]] = []
         async with self._store.read() as s:
             conn = await s.connection()
-            for start in range(0, len(keys), _IN_CHUNK):
-                chunk = keys[start : start + _IN_CHUNK]
-                rows = await conn.execute(
-                    select(_inbound.c.session_key, func.count())
-                    .where(_inbound.c.status.in_(_QUEUED), _inbound.c.session_key.in_(chunk))
-                    .group_by(_inbound.c.session_key)
-                )
-                counts.update((str(k), int(n)) for k, n in rows)
-        return counts
+            for start in range(0, len(unique), _IN_CHUNK):
+                rows.extend(await conn.execute(query(unique[start : start + _IN_CHUNK])))
+        return rows
 
     async def newest_seq(self) -> int:
         async with self._store.read() as s:
