@@ -9,13 +9,20 @@ from typing import Any
 import typer
 
 from core.errors import ConfigError
-from gateway.commands.common import HomeOption, JsonOption, fail, print_json, resolve_home
+from gateway.commands.common import (
+    HomeOption,
+    JsonOption,
+    command_group,
+    fail,
+    print_json,
+    resolve_home,
+)
 from gateway.config import CONFIG_FILE, load_config
 from gateway.masking import masked_config
 
 __all__ = ["config_app"]
 
-config_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
+config_app = command_group()
 
 
 def _toml_value(value: Any) -> str:

@@ -14,6 +14,7 @@ from gateway.commands.common import (
     EXIT_FAILED,
     HomeOption,
     JsonOption,
+    command_group,
     duration,
     fail,
     print_json,
@@ -29,7 +30,7 @@ from gateway.process_table import supervised_processes
 
 __all__ = ["sessions_app", "status"]
 
-sessions_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
+sessions_app = command_group()
 
 
 def _when(stamp: object, *, clock_only: bool = False) -> str:

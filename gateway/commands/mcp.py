@@ -17,6 +17,7 @@ from core.mcp import McpConfig
 from gateway.commands.common import (
     HomeOption,
     JsonOption,
+    command_group,
     fail,
     print_json,
     resolve_home,
@@ -28,7 +29,7 @@ from gateway.mcp import resolve_mcp
 
 __all__ = ["mcp_app"]
 
-mcp_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
+mcp_app = command_group()
 
 
 def _config(home: Path) -> tuple[FamiliarConfig, McpConfig, list[str]]:

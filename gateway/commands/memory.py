@@ -12,6 +12,7 @@ from rich.table import Table
 from gateway.commands.common import (
     HomeOption,
     JsonOption,
+    command_group,
     print_json,
     query,
     resolve_home,
@@ -20,7 +21,7 @@ from gateway.commands.common import (
 
 __all__ = ["memory_app"]
 
-memory_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
+memory_app = command_group()
 
 ScopeOption = Annotated[
     str | None,

@@ -11,6 +11,7 @@ from rich.table import Table
 from gateway.commands.common import (
     HomeOption,
     JsonOption,
+    command_group,
     print_json,
     query,
     resolve_home,
@@ -24,7 +25,7 @@ __all__ = ["describe_schedule", "schedule_app"]
 
 DEFAULT_SESSION = "cli:default"
 
-schedule_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
+schedule_app = command_group()
 
 
 def describe_schedule(item: dict[str, Any]) -> str:

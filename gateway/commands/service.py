@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from core.errors import ConfigError
-from gateway.commands.common import CliDeps, HomeOption, fail
+from gateway.commands.common import CliDeps, HomeOption, command_group, fail
 from gateway.service import (
     ROLE_UNIT_NAMES,
     ServiceError,
@@ -24,7 +24,7 @@ __all__ = ["service_app"]
 
 T = TypeVar("T")
 
-service_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
+service_app = command_group()
 
 UserOption = Annotated[
     bool | None,

@@ -11,6 +11,7 @@ from rich.table import Table
 from gateway.commands.common import (
     HomeOption,
     JsonOption,
+    command_group,
     print_json,
     query,
     resolve_home,
@@ -19,7 +20,7 @@ from gateway.commands.common import (
 
 __all__ = ["tasks_app"]
 
-tasks_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True)
+tasks_app = command_group()
 
 TaskId = Annotated[str, typer.Argument(metavar="ID", help="The subagent's id.")]
 
