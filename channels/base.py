@@ -25,7 +25,6 @@ __all__ = [
     "MeteredChannel",
     "ProbedChannel",
     "RetryingChannel",
-    "RoutedChannel",
     "lazy_exports",
 ]
 
@@ -87,23 +86,6 @@ class RetryingChannel(Protocol):
 
 
 @runtime_checkable
-class RoutedChannel(Protocol):
-    """Optional: a channel that adds routes to ``ChannelContext.http``.
-
-    When the channel runs in a process of its own (``gateway.channel_processes =
-    "per-channel"``), the gateway's HTTP front forwards these paths to it (each
-    prefix and everything below it). Routes outside them are not reachable there.
-    The peer address reaches the handler as ``request.remote``: read it there, not
-    from the transport.
-    """
-
-    @property
-    def http_routes(self) -> tuple[str, ...]:
-        """Path prefixes served (``("/webhook",)``); empty when none with this config."""
-        ...
-
-
-@runtime_checkable
 class MeteredChannel(Protocol):
     """Optional: a channel with its own Prometheus metrics (served on ``/metrics``)."""
 
@@ -136,6 +118,19 @@ class ChannelConfig(BaseModel):
 
     enabled: bool = False
     """Start this channel with the gateway."""
+
+    @property
+    def http_routes(self) -> tuple[str, ...]:
+        """The path prefixes this channel serves on ``ChannelContext.http`` with this
+        config (``("/webhook",)``; none by default).
+
+        When the channel runs in a process of its own (``gateway.channel_processes =
+        "per-channel"``), the gateway's HTTP front forwards these paths to it (each
+        prefix and everything below it), knowing them from the config alone: routes
+        outside them are not reachable there. The peer address reaches the handler as
+        ``request.remote``: read it there, not from the transport.
+        """
+        return ()
 
 
 C = TypeVar("C", bound=ChannelConfig)

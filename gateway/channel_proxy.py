@@ -54,7 +54,7 @@ class RemoteChannel:
     Args:
         home: the familiar home (its socket is ``run/channels/<name>.sock``).
         name: the channel's name.
-        routes: the path prefixes it serves (``RoutedChannel.http_routes``).
+        routes: the path prefixes it serves (``ChannelConfig.http_routes``).
     """
 
     def __init__(self, home: Path, name: str, routes: tuple[str, ...] = ()) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from aiohttp import web
 
-from channels.base import Channel, ChannelContext, MeteredChannel, RoutedChannel
+from channels.base import Channel, ChannelContext, MeteredChannel
 from channels.cli import CliChannel
 from core.app import CoreApp, build_core
 from core.bus.delivery import DeliveryWorker
@@ -390,24 +390,26 @@ class _Gateway:
 
     def _channels_here(self) -> list[Channel]:
         """The channels this process runs (built without I/O: a refused config stops
-        here); in the front of ``per-channel``, the others become `RemoteChannel`."""
-        built = build_channels(self.config.channels.enabled(), self.plugins)
-        if self.channel is not None:
-            mine = [c for c in built if c.name == self.channel]
-            if not mine:
-                raise ConfigError(
-                    f"channel {self.channel!r} is not an enabled channel that runs in a "
-                    "process of its own (cli runs in the channels process)",
-                    key=f"channels.{self.channel}",
-                )
-            return mine
-        if not self.per_channel:
-            return [self.cli, *built]
-        self.remote = [
-            RemoteChannel(self.home, c.name, c.http_routes if isinstance(c, RoutedChannel) else ())
-            for c in built
-        ]
-        return [self.cli]
+        here); in the front of ``per-channel``, the others are `RemoteChannel`s, known
+        from their config alone (not built: their SDKs stay out of the front)."""
+        enabled = self.config.channels.enabled()
+        if self.per_channel:
+            self.remote = [
+                RemoteChannel(self.home, name, config.http_routes)
+                for name, config in enabled.items()
+                if name != "cli"
+            ]
+            return [self.cli]
+        if self.channel is None:
+            return [self.cli, *build_channels(enabled, self.plugins)]
+        mine = {n: c for n, c in enabled.items() if n == self.channel and n != "cli"}
+        if not mine:
+            raise ConfigError(
+                f"channel {self.channel!r} is not an enabled channel that runs in a "
+                "process of its own (cli runs in the channels process)",
+                key=f"channels.{self.channel}",
+            )
+        return build_channels(mine, self.plugins)
 
     async def _start_channel_process(self, channels: list[Channel]) -> None:
         """A ``channel:<name>`` process: its channel and delivery, its private socket."""

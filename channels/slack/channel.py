@@ -17,7 +17,7 @@ from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 
 from channels.base import ChannelContext, DeliveryPolicy
 from channels.slack.api import SlackApi, SlackError, SlackRateLimited, build_client
-from channels.slack.config import SlackConfig
+from channels.slack.config import EVENTS_PATH, SlackConfig
 from channels.slack.files import FileFetcher
 from channels.slack.intake import (
     BotIdentity,
@@ -101,10 +101,6 @@ class SlackChannel:
         return DeliveryPolicy(max_attempts=self.config.send_attempts)
 
     @property
-    def http_routes(self) -> tuple[str, ...]:
-        return ("/slack/events",) if self.config.mode == "http" else ()
-
-    @property
     def api(self) -> SlackApi | None:
         """The Web API calls while the channel runs."""
         return self._api
@@ -123,7 +119,7 @@ class SlackChannel:
             if context.http is None:
                 raise SlackError("http mode needs the gateway's HTTP server ([http] enabled)")
             if not self._routes_added:  # before anything can fail: the app freezes
-                context.http.router.add_post("/slack/events", self._http_events)
+                context.http.router.add_post(EVENTS_PATH, self._http_events)
                 self._routes_added = True
         self._context = context
         assert cfg.bot_token is not None  # SlackConfig requires it once enabled

@@ -9,9 +9,13 @@ from pydantic_core import PydanticCustomError
 
 from channels.base import ChannelConfig, DeliveryPolicy
 
-__all__ = ["DEFAULT_API_URL", "SlackConfig"]
+__all__ = ["DEFAULT_API_URL", "EVENTS_PATH", "SlackConfig"]
 
 DEFAULT_API_URL = "https://slack.com/api/"
+
+
+EVENTS_PATH = "/slack/events"
+"""Where Slack POSTs events in http mode (the app manifest's request URLs)."""
 
 
 class SlackConfig(ChannelConfig):
@@ -20,6 +24,11 @@ class SlackConfig(ChannelConfig):
     mode: Literal["socket", "http"] = "socket"
     """``socket``: Socket Mode (an app-level token, no public URL); ``http``: Events API
     requests to ``POST /slack/events`` on the gateway's HTTP server."""
+
+    @property
+    def http_routes(self) -> tuple[str, ...]:
+        return (EVENTS_PATH,) if self.mode == "http" else ()
+
     bot_token: SecretStr | None = None
     """The bot token (``xoxb-...``); both modes."""
     app_token: SecretStr | None = None

@@ -9,17 +9,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from channels.base import Channel, ChannelPlugin, lazy_exports
-from channels.teams.config import TeamsConfig
+from channels.teams.config import ROUTE, TeamsConfig
 
 if TYPE_CHECKING:
-    from channels.teams.channel import REFUSAL, ROUTE, TeamsChannel
+    from channels.teams.channel import REFUSAL, TeamsChannel
     from channels.teams.sdk import TeamsError
 
 __all__ = ["REFUSAL", "ROUTE", "TeamsChannel", "TeamsConfig", "TeamsError", "plugin"]
 
 __getattr__ = lazy_exports(
     __name__,
-    {"REFUSAL": "channels.teams.channel", "ROUTE": "channels.teams.channel",
+    {"REFUSAL": "channels.teams.channel",
      "TeamsChannel": "channels.teams.channel", "TeamsError": "channels.teams.sdk"},
 )  # fmt: skip
 

@@ -15,7 +15,7 @@ from microsoft_agents.hosting.aiohttp import jwt_authorization_middleware
 from microsoft_agents.hosting.core import ClaimsIdentity, MessageFactory, TurnContext
 
 from channels.base import ChannelContext
-from channels.teams.config import TeamsConfig
+from channels.teams.config import ROUTE, TeamsConfig
 from channels.teams.indicator import Typing
 from channels.teams.intake import Incoming, allowed, from_activity, reference_of, to_inbound
 from channels.teams.live import LiveText
@@ -29,15 +29,12 @@ from channels.teams.sdk import (
 )
 from core.messages import Delivery, OutboundMessage, new_message_id
 
-__all__ = ["REFUSAL", "ROUTE", "TeamsChannel"]
+__all__ = ["REFUSAL", "TeamsChannel"]
 
 log = logging.getLogger(__name__)
 
 REFUSAL = "Sorry, I'm not set up to talk with you here. Ask my owner to add you."
 """The one reply a user or tenant outside the allow-lists gets."""
-ROUTE = "/api/messages"
-"""Where Teams (the Azure Bot's messaging endpoint) POSTs activities: a sub-app at
-``/api`` carries the SDK's JWT middleware, which so covers nothing else."""
 _MEMORY = 10_000
 """How many refused activities and parts sent are remembered (oldest forgotten first)."""
 
@@ -97,10 +94,6 @@ class TeamsChannel:
     @classmethod
     def from_config(cls, config: TeamsConfig) -> TeamsChannel:
         return cls(config=config)
-
-    @property
-    def http_routes(self) -> tuple[str, ...]:
-        return (ROUTE,)
 
     # -- lifecycle -----------------------------------------------------------------------
 

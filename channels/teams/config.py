@@ -9,10 +9,15 @@ from pydantic_core import PydanticCustomError
 
 from channels.base import ChannelConfig
 
-__all__ = ["AuthType", "TeamsConfig"]
+__all__ = ["ROUTE", "AuthType", "TeamsConfig"]
 
 AuthType = Literal["ClientSecret", "UserManagedIdentity", "SystemManagedIdentity"]
 """How the bot proves who it is to Entra ID (the Agents SDK's ``AUTHTYPE`` values)."""
+
+
+ROUTE = "/api/messages"
+"""Where Teams (the Azure Bot's messaging endpoint) POSTs activities: a sub-app at
+``/api`` carries the SDK's JWT middleware, which so covers nothing else."""
 
 
 class TeamsConfig(ChannelConfig):
@@ -21,6 +26,10 @@ class TeamsConfig(ChannelConfig):
     Teams POSTs activities to ``POST /api/messages`` on the gateway's HTTP server, behind
     the SDK's JWT check; replies are sent later through the Bot Connector.
     """
+
+    @property
+    def http_routes(self) -> tuple[str, ...]:
+        return (ROUTE,)
 
     app_id: str = ""
     """The Azure Bot's Microsoft App ID (client id): the audience of Teams' tokens."""

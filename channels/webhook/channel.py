@@ -64,10 +64,6 @@ class WebhookChannel:
     def metrics_collector(self) -> WebhookStats:
         return self._stats
 
-    @property
-    def http_routes(self) -> tuple[str, ...]:
-        return ("/webhook",)
-
     async def start(self, context: ChannelContext) -> None:
         if context.http is None:
             raise WebhookStopped("the webhook channel needs the HTTP server ([http] enabled)")

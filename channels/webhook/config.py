@@ -70,6 +70,10 @@ class HookConfig(BaseModel):
 class WebhookConfig(ChannelConfig):
     """Webhooks: signed HTTP requests in, replies by waiting, polling or signed callback."""
 
+    @property
+    def http_routes(self) -> tuple[str, ...]:
+        return ("/webhook",)
+
     hooks: dict[str, HookConfig] = Field(default_factory=dict)
     """The hooks, by name: ``[channels.webhook.hooks.<name>]``."""
     callback_attempts: Annotated[int, Field(ge=1)] = 6
