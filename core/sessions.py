@@ -45,6 +45,7 @@ _HISTORY_WINDOW = (
         _history.c.tool_calls,
         _history.c.tool_call_id,
         _history.c.name,
+        _history.c.inbound_id,
     )
     .where(
         _history.c.session_key == bindparam("key"),
@@ -61,6 +62,11 @@ _TOUCH = (
     )
 )
 _TOUCH_SUMMARY = _TOUCH.values(summary=bindparam("b_summary"), summary_upto=bindparam("upto"))
+_DISCARD_ATTEMPT = delete(_history).where(
+    _history.c.session_key == bindparam("key"),
+    _history.c.inbound_id == bindparam("inbound_id"),
+    _history.c.role != "user",
+)
 
 
 class UnreadKeeper(Protocol):
@@ -215,7 +221,37 @@ class SessionStore:
         rows = conn.execute(
             _HISTORY_WINDOW, {"key": state.key, "epoch": state.epoch, "after": state.summary_upto}
         ).all()
-        return [HistoryEntry(r[0], _to_message(*r[1:])) for r in rows]
+        return [HistoryEntry(r[0], _to_message(*r[1:6])) for r in rows]
+
+    def begin_turn_in(
+        self, conn: Connection, state: SessionState, *, inbound_id: str, text: str
+    ) -> list[HistoryEntry]:
+        """Record the user turn of ``inbound_id`` once and return the history ending with it.
+
+        A rerun (an earlier attempt recorded the user turn, then was interrupted) keeps
+        that user turn and drops whatever else the earlier attempt wrote. The earlier
+        attempt's rows are always in the current window: nothing of the session can
+        start a new epoch or fold history past them while this message is unsettled
+        (later messages of the session wait for it; compaction folds only what a
+        settled turn dropped).
+        """
+        rows = conn.execute(
+            _HISTORY_WINDOW, {"key": state.key, "epoch": state.epoch, "after": state.summary_upto}
+        ).all()
+        if any(r[6] == inbound_id and r[1] == "user" for r in rows):
+            conn.execute(_DISCARD_ATTEMPT, {"key": state.key, "inbound_id": inbound_id})
+            return [
+                HistoryEntry(r[0], _to_message(*r[1:6]))
+                for r in rows
+                if r[6] != inbound_id or r[1] == "user"
+            ]
+        user = ChatMessage(role="user", content=text)
+        res = conn.execute(
+            _INSERT_HISTORY, _row_values(state.key, state.epoch, inbound_id, user, self._clock())
+        )
+        history = [HistoryEntry(r[0], _to_message(*r[1:6])) for r in rows]
+        history.append(HistoryEntry(int(res.inserted_primary_key[0]), user))
+        return history
 
     def add_messages_in(
         self,
@@ -232,27 +268,6 @@ class SessionStore:
         conn.execute(
             _INSERT_HISTORY, [_row_values(key, epoch, inbound_id, m, now) for m in messages]
         )
-
-    def discard_attempt_in(self, conn: Connection, *, key: str, inbound_id: str) -> int:
-        """Drop what an interrupted earlier attempt of ``inbound_id`` wrote (not the user turn)."""
-        res = conn.execute(
-            delete(_history).where(
-                _history.c.session_key == key,
-                _history.c.inbound_id == inbound_id,
-                _history.c.role != "user",
-            )
-        )
-        return int(res.rowcount)
-
-    def has_user_turn_in(self, conn: Connection, *, key: str, inbound_id: str) -> bool:
-        found = conn.execute(
-            select(_history.c.id).where(
-                _history.c.session_key == key,
-                _history.c.inbound_id == inbound_id,
-                _history.c.role == "user",
-            )
-        ).first()
-        return found is not None
 
     def touch_in(
         self, conn: Connection, *, key: str, added: int, summary: tuple[str, int] | None = None

@@ -224,18 +224,11 @@ class TurnHandler:
             state = s.sessions.ensure_in(conn, message.session_key, message.delivery.channel)
             # Not ``claim.attempt > 1``: a turn released at shutdown got its attempt back,
             # so its rerun is attempt 1 again although the user turn is already recorded.
-            if s.sessions.has_user_turn_in(conn, key=state.key, inbound_id=message.id):
-                s.sessions.discard_attempt_in(conn, key=state.key, inbound_id=message.id)
-            else:
-                s.sessions.add_messages_in(
-                    conn,
-                    key=state.key,
-                    epoch=state.epoch,
-                    inbound_id=message.id,
-                    messages=[ChatMessage(role="user", content=message.text)],
-                )
+            history = s.sessions.begin_turn_in(
+                conn, state, inbound_id=message.id, text=message.text
+            )
             s.events.add_in(conn, [user_event])
-            return state, s.sessions.history_in(conn, state)
+            return state, history
 
         return await s.store.transact(job)
 

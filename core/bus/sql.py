@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import Connection, Update, and_, bindparam, delete, func, or_, select, update
+from sqlalchemy import Connection, Update, and_, bindparam, func, or_, select, update
 
 from core.bus.base import Claim, DueReply, Published
 from core.bus.lookups import SqlLookups
@@ -102,7 +102,8 @@ _QUEUED_IN_SESSION = (
     select(_inbound.c.seq)
     .where(
         _inbound.c.session_key == bindparam("session_key"),
-        _inbound.c.status.in_(("pending", "claimed")),
+        # Not IN (...): a literal IN list is expanded into the SQL at every execution.
+        or_(_inbound.c.status == "pending", _inbound.c.status == "claimed"),
     )
     .limit(1)
 )
@@ -112,6 +113,24 @@ _DUE_OUTBOUND = (
     select(_outbound.c.id)
     .where(_outbound.c.status == "pending", _outbound.c.next_attempt_at <= bindparam("now"))
     .order_by(_outbound.c.created_at)
+)
+_DUE_REPLIES = (
+    select(_outbound.c.payload, _outbound.c.attempts)
+    .where(
+        _outbound.c.channel == bindparam("channel"),
+        _outbound.c.status == "pending",
+        _outbound.c.next_attempt_at <= bindparam("now"),
+    )
+    .order_by(_outbound.c.created_at)
+    .limit(bindparam("limit"))
+)
+_DEDUPE_FIRST = select(_dedupe.c.message_id, _dedupe.c.created_at).where(
+    _dedupe.c.key == bindparam("key")
+)
+_DEDUPE_RENEW = (
+    update(_dedupe)
+    .where(_dedupe.c.key == bindparam("key"), _dedupe.c.created_at == bindparam("stale_at"))
+    .values(message_id=bindparam("message_id"), created_at=bindparam("now"))
 )
 
 
@@ -195,22 +214,9 @@ class SqlBus(SqlLookups):
         def job(conn: Connection) -> Published:
             if message.event_id:
                 key = f"{message.delivery.channel}:{message.event_id}"
-                first = conn.execute(
-                    select(_dedupe.c.message_id, _dedupe.c.created_at).where(_dedupe.c.key == key)
-                ).first()
-                if first is not None and first.created_at >= now - DEDUPE_WINDOW_SECONDS:
-                    return Published(first.message_id, duplicate=True)
+                first = self._dedupe_in(conn, key, message.id, now)
                 if first is not None:
-                    conn.execute(delete(_dedupe).where(_dedupe.c.key == key))
-                inserted = conn.execute(
-                    insert_ignore(dialect, _dedupe),
-                    {"key": key, "message_id": message.id, "created_at": now},
-                )
-                if inserted.rowcount == 0:  # a concurrent publish won (PostgreSQL)
-                    again = conn.execute(
-                        select(_dedupe.c.message_id).where(_dedupe.c.key == key)
-                    ).scalar()
-                    return Published(again or message.id, duplicate=True)
+                    return Published(first, duplicate=True)
             inserted = conn.execute(
                 insert_ignore(dialect, _inbound),
                 {
@@ -243,6 +249,25 @@ class SqlBus(SqlLookups):
         if not published.duplicate:
             self._wake_claimers()
         return published
+
+    def _dedupe_in(self, conn: Connection, key: str, message_id: str, now: float) -> str | None:
+        """Take dedupe ``key`` for ``message_id``; the message id that has it already, if any.
+
+        Inserted first, so a new key (the common case) costs one statement. A key older
+        than the window is taken over only if nobody else took it over meanwhile.
+        """
+        row = {"key": key, "message_id": message_id, "created_at": now}
+        if conn.execute(insert_ignore(self._store.dialect, _dedupe), row).rowcount == 1:
+            return None
+        first = conn.execute(_DEDUPE_FIRST, {"key": key}).first()
+        if first is None:  # deleted since (dedupe pruning): ours to take
+            return self._dedupe_in(conn, key, message_id, now)
+        if first.created_at >= now - DEDUPE_WINDOW_SECONDS:
+            return str(first.message_id)
+        renew = {"key": key, "stale_at": first.created_at, "message_id": message_id, "now": now}
+        if conn.execute(_DEDUPE_RENEW, renew).rowcount == 1:
+            return None
+        return self._dedupe_in(conn, key, message_id, now)  # a concurrent publish renewed it
 
     async def claim(self, *, owner: str, limit: int, lease_seconds: float) -> list[Claim]:
         if limit <= 0:
@@ -406,19 +431,10 @@ class SqlBus(SqlLookups):
     ) -> list[DueReply]:
         if lease_seconds is not None:
             return await self._lease_outbound(channel, limit=limit, lease_seconds=lease_seconds)
-        query = (
-            select(_outbound.c.payload, _outbound.c.attempts)
-            .where(
-                _outbound.c.channel == channel,
-                _outbound.c.status == "pending",
-                _outbound.c.next_attempt_at <= self._clock(),
-            )
-            .order_by(_outbound.c.created_at)
-            .limit(limit)
-        )
+        params = {"channel": channel, "now": self._clock(), "limit": limit}
         async with self._store.read() as s:
             conn = await s.connection()
-            rows = (await conn.execute(query)).all()
+            rows = (await conn.execute(_DUE_REPLIES, params)).all()
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a in rows]
 
     async def _lease_outbound(
