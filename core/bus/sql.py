@@ -129,8 +129,8 @@ _DEDUPE_FIRST = select(_dedupe.c.message_id, _dedupe.c.created_at).where(
 )
 _DEDUPE_RENEW = (
     update(_dedupe)
-    .where(_dedupe.c.key == bindparam("key"), _dedupe.c.created_at == bindparam("stale_at"))
-    .values(message_id=bindparam("message_id"), created_at=bindparam("now"))
+    .where(_dedupe.c.key == bindparam("b_key"), _dedupe.c.created_at == bindparam("stale_at"))
+    .values(message_id=bindparam("b_message_id"), created_at=bindparam("now"))
 )
 
 
@@ -264,7 +264,7 @@ class SqlBus(SqlLookups):
             return self._dedupe_in(conn, key, message_id, now)
         if first.created_at >= now - DEDUPE_WINDOW_SECONDS:
             return str(first.message_id)
-        renew = {"key": key, "stale_at": first.created_at, "message_id": message_id, "now": now}
+        renew = {"b_key": key, "stale_at": first.created_at, "b_message_id": message_id, "now": now}
         if conn.execute(_DEDUPE_RENEW, renew).rowcount == 1:
             return None
         return self._dedupe_in(conn, key, message_id, now)  # a concurrent publish renewed it

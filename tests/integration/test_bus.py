@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from core.bus.sql import SqlBus
+from core.bus.sql import DEDUPE_WINDOW_SECONDS, SqlBus
 from core.bus.wake_socket import SocketWakeups
 from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.store.engine import Store
@@ -35,6 +35,19 @@ async def test_publish_dedupes_platform_event_ids(store: Store) -> None:
     assert again.duplicate and again.message_id == first.message_id
     claims = await bus.claim(owner="w", limit=10, lease_seconds=30)
     assert [c.message.id for c in claims] == [first.message_id]
+
+
+async def test_an_event_id_older_than_the_dedupe_window_is_published_again(
+    store: Store,
+) -> None:
+    clock = FakeClock()
+    bus = SqlBus(store=store, clock=clock)
+    first = await bus.publish_inbound(msg("cli:a", "hi", event_id="ev1"))
+    clock.now += DEDUPE_WINDOW_SECONDS + 1
+    later = await bus.publish_inbound(msg("cli:a", "hi again", event_id="ev1"))
+    again = await bus.publish_inbound(msg("cli:a", "and again", event_id="ev1"))
+    assert not later.duplicate and later.message_id != first.message_id
+    assert again.duplicate and again.message_id == later.message_id
 
 
 async def test_one_message_per_session_at_a_time_in_order(store: Store) -> None:
