@@ -35,6 +35,7 @@ from core.store.engine import Store
 from core.store.leases import Leases
 from gateway.channel_proxy import RemoteChannel
 from gateway.channel_socket import channel_app, channel_lock, channel_socket, channels_dir
+from gateway.collector import settle_after_start
 from gateway.config import (
     FamiliarConfig,
     default_home,
@@ -305,6 +306,7 @@ class _Gateway:
             if code == 0:
                 sd_notify(f"READY=1\nSTATUS={self._status_line()}")
                 log.info("gateway ready: %s", self._status_line())
+                settle_after_start()
                 code = await self._serve_until(stop)
         finally:
             await self._shutdown()
