@@ -306,7 +306,8 @@ class _Gateway:
             if code == 0:
                 sd_notify(f"READY=1\nSTATUS={self._status_line()}")
                 log.info("gateway ready: %s", self._status_line())
-                settle_after_start()
+                if own_signals:  # the process is the gateway's (not a test's or an embedder's)
+                    settle_after_start()
                 code = await self._serve_until(stop)
         finally:
             await self._shutdown()
