@@ -304,11 +304,7 @@ class _Gateway:
                 _fail(f"cannot start: {exc}")
                 code = 1
             if code == 0:
-                sd_notify(f"READY=1\nSTATUS={self._status_line()}")
-                log.info("gateway ready: %s", self._status_line())
-                if own_signals:  # the process is the gateway's (not a test's or an embedder's)
-                    settle_after_start()
-                code = await self._serve_until(stop)
+                code = await self._serve_ready(stop, own_process=own_signals)
         finally:
             await self._shutdown()
             watchdog_stop.set()
@@ -320,6 +316,18 @@ class _Gateway:
             if parent_fd is not None:
                 loop.remove_reader(parent_fd)
         return code
+
+    async def _serve_ready(self, stop: asyncio.Event, *, own_process: bool) -> int:
+        """Announce readiness, then serve until stopped.
+
+        ``own_process``: the process is the gateway's (not a test's or an embedder's),
+        so its garbage collector is the gateway's to tune.
+        """
+        sd_notify(f"READY=1\nSTATUS={self._status_line()}")
+        log.info("gateway ready: %s", self._status_line())
+        if own_process:
+            settle_after_start()
+        return await self._serve_until(stop)
 
     async def _serve_until(self, stop: asyncio.Event) -> int:
         """Wait for ``stop`` (exit 0) or for the store to be lost (exit 1)."""
