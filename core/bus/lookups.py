@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Row, Select, func, select
+from sqlalchemy import Row, Select, bindparam, func, select
 
 from core.bus.base import MessageState, MessageStatus, QueueCounts
 from core.bus.tables import InboundRow, OutboundRow
@@ -20,6 +20,17 @@ _outbound = OutboundRow.__table__  # type: ignore[attr-defined]
 _QUEUED = ("pending", "claimed")
 _IN_CHUNK = 500
 _RECENT_USER_SCAN = 20
+_KEYS = bindparam("keys", expanding=True)
+"""The list a chunked IN query is run with (see `SqlLookups._rows_in`)."""
+_REPLIES_OF = select(_outbound.c.inbound_id, _outbound.c.payload).where(
+    _outbound.c.inbound_id.in_(_KEYS)
+)
+_STATES_OF = select(_inbound.c.id, _inbound.c.status).where(_inbound.c.id.in_(_KEYS))
+_QUEUED_OF = (
+    select(_inbound.c.session_key, func.count())
+    .where(_inbound.c.status.in_(_QUEUED), _inbound.c.session_key.in_(_KEYS))
+    .group_by(_inbound.c.session_key)
+)
 
 
 class SqlLookups:
@@ -49,22 +60,14 @@ class SqlLookups:
 
     async def replies_of(self, message_ids: Sequence[str]) -> dict[str, OutboundMessage]:
         """The stored final reply of each of ``message_ids`` that has one."""
-        rows = await self._rows_in(
-            message_ids,
-            lambda ids: select(_outbound.c.inbound_id, _outbound.c.payload).where(
-                _outbound.c.inbound_id.in_(ids)
-            ),
-        )
+        rows = await self._rows_in(message_ids, _REPLIES_OF)
         found: dict[str, OutboundMessage] = {}
         for inbound_id, payload in rows:
             found.setdefault(inbound_id, OutboundMessage.model_validate_json(payload))
         return found
 
     async def message_states(self, message_ids: Sequence[str]) -> dict[str, MessageState]:
-        rows = await self._rows_in(
-            message_ids,
-            lambda ids: select(_inbound.c.id, _inbound.c.status).where(_inbound.c.id.in_(ids)),
-        )
+        rows = await self._rows_in(message_ids, _STATES_OF)
         return {i: cast(MessageState, st) for i, st in rows}
 
     async def last_user_delivery(self, session_key: str) -> Delivery | None:
@@ -97,27 +100,19 @@ class SqlLookups:
         return QueueCounts(pending=counts.get("pending", 0), claimed=counts.get("claimed", 0))
 
     async def queued_by_session(self, session_keys: Sequence[str]) -> dict[str, int]:
-        rows = await self._rows_in(
-            session_keys,
-            lambda keys: (
-                select(_inbound.c.session_key, func.count())
-                .where(_inbound.c.status.in_(_QUEUED), _inbound.c.session_key.in_(keys))
-                .group_by(_inbound.c.session_key)
-            ),
-        )
+        rows = await self._rows_in(session_keys, _QUEUED_OF)
         return {str(k): int(n) for k, n in rows}
 
-    async def _rows_in(
-        self, keys: Sequence[str], query: Callable[[list[str]], Select[Any, Any]]
-    ) -> list[Row[Any, Any]]:
-        """The rows of ``query(chunk)`` over ``keys`` (duplicates dropped), asked
+    async def _rows_in(self, keys: Sequence[str], query: Select[Any, Any]) -> list[Row[Any, Any]]:
+        """The rows of ``query`` (IN ``_KEYS``) over ``keys`` (duplicates dropped), asked
         ``_IN_CHUNK`` keys at a time so that no ``IN`` list grows without bound."""
         unique = list(dict.fromkeys(keys))
         rows: list[Row[Any, Any]] = []
         async with self._store.read() as s:
             conn = await s.connection()
             for start in range(0, len(unique), _IN_CHUNK):
-                rows.extend(await conn.execute(query(unique[start : start + _IN_CHUNK])))
+                chunk = unique[start : start + _IN_CHUNK]
+                rows.extend(await conn.execute(query, {"keys": chunk}))
         return rows
 
     async def newest_seq(self) -> int:

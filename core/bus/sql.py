@@ -114,6 +114,32 @@ _DUE_OUTBOUND = (
     .where(_outbound.c.status == "pending", _outbound.c.next_attempt_at <= bindparam("now"))
     .order_by(_outbound.c.created_at)
 )
+
+
+def _lease_outbound_statement(*, lock: bool) -> Update:
+    """Take a channel's due replies: their next attempt moves to the lease's end.
+
+    ``lock``: skip rows another transaction holds (PostgreSQL's concurrent senders).
+    """
+    due = _DUE_OUTBOUND.where(_outbound.c.channel == bindparam("b_channel")).limit(
+        bindparam("limit")
+    )
+    if lock:
+        due = due.with_for_update(skip_locked=True)
+    return (
+        update(_outbound)
+        .where(
+            _outbound.c.id.in_(due.scalar_subquery()),
+            _outbound.c.status == "pending",
+            _outbound.c.next_attempt_at <= bindparam("now"),
+        )
+        .values(next_attempt_at=bindparam("until"), lease_owner=bindparam("b_owner"))
+        .returning(_outbound.c.payload, _outbound.c.attempts, _outbound.c.created_at)
+    )
+
+
+_LEASE_OUTBOUND = _lease_outbound_statement(lock=False)
+_LEASE_OUTBOUND_LOCKED = _lease_outbound_statement(lock=True)
 _DUE_REPLIES = (
     select(_outbound.c.payload, _outbound.c.attempts)
     .where(
@@ -445,22 +471,15 @@ class SqlBus(SqlLookups):
         mid-send leaves them due again when the lease ends: at least once, never twice
         at the same time)."""
         now = self._clock()
-        due = _DUE_OUTBOUND.where(_outbound.c.channel == channel).limit(limit)
-        if not self._store.is_sqlite:
-            due = due.with_for_update(skip_locked=True)
-        statement = (
-            update(_outbound)
-            .where(
-                _outbound.c.id.in_(due.scalar_subquery()),
-                _outbound.c.status == "pending",
-                _outbound.c.next_attempt_at <= now,
-            )
-            .values(next_attempt_at=now + lease_seconds, lease_owner=self._owner)
-            .returning(_outbound.c.payload, _outbound.c.attempts, _outbound.c.created_at)
-        )
-        taken = await self._store.write_one(
-            lambda conn: conn.execute(statement, {"now": now}).all()
-        )
+        statement = _LEASE_OUTBOUND if self._store.is_sqlite else _LEASE_OUTBOUND_LOCKED
+        params = {
+            "now": now,
+            "b_channel": channel,
+            "limit": limit,
+            "until": now + lease_seconds,
+            "b_owner": self._owner,
+        }
+        taken = await self._store.write_one(lambda conn: conn.execute(statement, params).all())
         rows = sorted(taken, key=lambda r: float(r[2]))
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a, _ in rows]
 
