@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.typedefs import Middleware
 
 from gateway.sizes import size_text
 
-__all__ = ["Handler", "body_checks", "body_problem", "error_response", "size_text"]
+__all__ = ["Handler", "body_checks", "body_problem", "error_response", "media_type", "size_text"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -80,6 +80,17 @@ def _where(match: re.Match[str]) -> str:
     return f"{match.group(0)} at offset {match.start()}"
 
 
+def media_type(request: web.Request) -> str:
+    """What ``request.content_type`` says, without its cost.
+
+    aiohttp parses the header with the ``email`` package, about a tenth of the control
+    socket's CPU per message; the media type is the part before any ``;``. The same
+    default: ``application/octet-stream`` when the header is missing or malformed.
+    """
+    media = request.headers.get(hdrs.CONTENT_TYPE, "").partition(";")[0].strip().lower()
+    return media if media.count("/") == 1 else "application/octet-stream"
+
+
 def _is_text(content_type: str) -> bool:
     return content_type in _TEXT_TYPES or content_type.startswith("text/") or _is_json(content_type)
 
@@ -102,7 +113,8 @@ def body_checks(*, too_large_hint: str) -> Middleware:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return _too_large(request, too_large_hint)
-        if _is_text(request.content_type) and (problem := body_problem(body, request.content_type)):
+        media = media_type(request)
+        if _is_text(media) and (problem := body_problem(body, media)):
             return error_response(400, problem)
         return await handler(request)
 

@@ -6,9 +6,30 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient, TestServer, make_mocked_request
 
-from gateway.http_errors import body_checks, body_problem, size_text
+from gateway.http_errors import body_checks, body_problem, media_type, size_text
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "",
+        "application/json",
+        "Application/JSON; charset=utf-8",
+        "text/plain;x=1",
+        ' a/b\t;q="x;y"',
+        "garbage",
+        "a/b/c",
+        "application/merge-patch+json",
+    ],
+)
+def test_media_type_says_what_aiohttp_says(header: str | None) -> None:
+    request = make_mocked_request(
+        "POST", "/", headers={} if header is None else {"Content-Type": header}
+    )
+    assert media_type(request) == request.content_type
 
 
 @pytest.mark.parametrize(
