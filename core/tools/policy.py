@@ -11,6 +11,8 @@ from .config import PolicyRule, ToolPolicyConfig
 
 __all__ = ["ToolPolicy"]
 
+_MAX_REMEMBERED = 10_000
+
 
 def _matches(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in patterns)
@@ -39,6 +41,8 @@ class ToolPolicy:
             config: the rules; ``None`` allows everything.
         """
         self._config = config or ToolPolicyConfig()
+        self._allowed: dict[tuple[str, str, str, int], bool] = {}
+        """Answers of `allowed` (the rules never change; every turn asks the same)."""
 
     def denial(self, name: str, *, channel: str, agent_type: str, depth: int) -> str | None:
         """Why ``name`` is refused for this caller, or ``None`` when it is allowed.
@@ -68,7 +72,14 @@ class ToolPolicy:
 
     def allowed(self, name: str, *, channel: str, agent_type: str, depth: int) -> bool:
         """Whether ``name`` may be offered to and run by this caller."""
-        return self.denial(name, channel=channel, agent_type=agent_type, depth=depth) is None
+        key = (name, channel, agent_type, depth)
+        allowed = self._allowed.get(key)
+        if allowed is None:
+            if len(self._allowed) >= _MAX_REMEMBERED:
+                self._allowed.clear()
+            allowed = self.denial(name, channel=channel, agent_type=agent_type, depth=depth) is None
+            self._allowed[key] = allowed
+        return allowed
 
     def filter(
         self, names: Iterable[str], *, channel: str, agent_type: str, depth: int
