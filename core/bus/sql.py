@@ -35,6 +35,20 @@ _outbound = OutboundRow.__table__  # type: ignore[attr-defined]
 _dedupe = DedupeRow.__table__  # type: ignore[attr-defined]
 _sessions = SessionRow.__table__  # type: ignore[attr-defined]
 
+_others = _inbound.alias("others")
+_QUEUED_BESIDE = (
+    select(_others.c.seq)
+    .where(
+        # Bound, not correlated: SQLite's RETURNING drops the table names of columns.
+        _others.c.session_key == bindparam("b_session_key"),
+        _others.c.id != bindparam("message_id"),
+        # Not IN (...): a literal IN list is expanded into the SQL at every execution.
+        or_(_others.c.status == "pending", _others.c.status == "claimed"),
+    )
+    .limit(1)
+    .scalar_subquery()
+)
+"""Another message of the settled one's session still queued (or in another claim)."""
 _SETTLE = (
     update(_inbound)
     .where(
@@ -48,7 +62,9 @@ _SETTLE = (
         lease_owner=None,
         lease_until=None,
     )
+    .returning(_QUEUED_BESIDE)
 )
+"""Settle a claim still held; returns a row (whether the session has more queued) if so."""
 _ELIGIBLE = or_(
     _inbound.c.status == "pending",
     and_(_inbound.c.status == "claimed", _inbound.c.lease_until < bindparam("now")),
@@ -97,17 +113,6 @@ _DELIVERED = (
         lease_owner=None,
     )
 )
-
-_QUEUED_IN_SESSION = (
-    select(_inbound.c.seq)
-    .where(
-        _inbound.c.session_key == bindparam("session_key"),
-        # Not IN (...): a literal IN list is expanded into the SQL at every execution.
-        or_(_inbound.c.status == "pending", _inbound.c.status == "claimed"),
-    )
-    .limit(1)
-)
-"""Whether a session still has a message queued (or in another claim) after a settle."""
 _IDLE_MEMORY = 10_000
 _DUE_OUTBOUND = (
     select(_outbound.c.id)
@@ -329,14 +334,16 @@ class SqlBus(SqlLookups):
                 "owner": owner,
                 "b_status": "failed" if failed else "done",
                 "now": now,
+                "b_session_key": "" if reply is None else reply.session_key,
             },
         )
-        kept = bool(res.rowcount == 1)
-        if kept and reply is not None:
+        settled = res.first()
+        if settled is None:
+            return False
+        if reply is not None:
             conn.execute(insert_ignore(self._store.dialect, _outbound), reply_row(reply, now))
-            queued = conn.execute(_QUEUED_IN_SESSION, {"session_key": reply.session_key})
-            self._remember_idle(message_id, idle=queued.first() is None)
-        return kept
+            self._remember_idle(message_id, idle=settled[0] is None)
+        return True
 
     def _remember_idle(self, message_id: str, *, idle: bool) -> None:
         self._session_idle[message_id] = idle
