@@ -10,6 +10,7 @@ from typing import Protocol
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
+from core.errors import StoreError
 from core.messages import OutboundMessage
 from core.providers.base import ChatMessage, ToolCall
 from core.store.engine import Store
@@ -249,8 +250,11 @@ class SessionStore:
         res = conn.execute(
             _INSERT_HISTORY, _row_values(state.key, state.epoch, inbound_id, user, self._clock())
         )
+        key = res.inserted_primary_key
+        if key is None:  # a single-row INSERT of a table with an integer key always has one
+            raise StoreError("the history row's id did not come back")
         history = [HistoryEntry(r[0], _to_message(*r[1:6])) for r in rows]
-        history.append(HistoryEntry(int(res.inserted_primary_key[0]), user))
+        history.append(HistoryEntry(int(key[0]), user))
         return history
 
     def add_messages_in(

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Row, Select, bindparam, func, select
+from sqlalchemy import BindParameter, Row, Select, bindparam, func, select
 
 from core.bus.base import MessageState, MessageStatus, QueueCounts
 from core.bus.tables import InboundRow, OutboundRow
@@ -20,7 +20,7 @@ _outbound = OutboundRow.__table__  # type: ignore[attr-defined]
 _QUEUED = ("pending", "claimed")
 _IN_CHUNK = 500
 _RECENT_USER_SCAN = 20
-_KEYS = bindparam("keys", expanding=True)
+_KEYS: BindParameter[str] = bindparam("keys", expanding=True)
 """The list a chunked IN query is run with (see `SqlLookups._rows_in`)."""
 _REPLIES_OF = select(_outbound.c.inbound_id, _outbound.c.payload).where(
     _outbound.c.inbound_id.in_(_KEYS)
