@@ -4,9 +4,9 @@ typer 0.29 coerces each parameter's value with a pydantic ``TypeAdapter`` it bui
 first time the parameter is processed, even when the value is None (an option not given,
 ``--help`` itself): importing pydantic is ~60 ms of ``familiar send``'s 0.2 s (issue 15).
 `install` makes typer build `PlainParam` instead wherever it can: None, a value of the
-annotation's exact type, digits for an ``int`` or ``float``, a path for a ``Path``, a
-choice for an ``Enum``. Anything else (a bad value, ``1e3``, ``a//b``) goes to typer's
-own coercion, so every value and error message stays typer's
+annotation's exact type, digits for an ``int`` or ``float``, a path for a ``Path``, one
+of the choices of an ``Enum`` or ``Literal``. Anything else (a bad value, ``1e3``,
+``a//b``) goes to typer's own coercion, so every value and error message stays typer's
 (tests/unit/test_cli_coercion.py compares the two).
 """
 
@@ -25,15 +25,15 @@ if TYPE_CHECKING:
     from typer._click.core import Context
     from typer.core import _TyperParameter
 
-__all__ = ["PlainParam", "install", "runtime_param"]
+__all__ = ["Left", "PlainParam", "install", "runtime_param"]
 
 _EXACT = (str, bool, int, float)
 
 
-class _Typers(enum.Enum):
+class Left(enum.Enum):
     """Returned by `PlainParam.plain` for a value it leaves to typer's coercion."""
 
-    TURN = enum.auto()
+    TO_TYPER = enum.auto()
 
 
 @dataclass(frozen=True)
@@ -63,12 +63,12 @@ class PlainParam(RuntimeParam):
 
     def _coerce_value(self, value: Any, param: _TyperParameter, ctx: Context) -> Any:
         result = self.plain(value, param, ctx)
-        if result is _Typers.TURN:
+        if result is Left.TO_TYPER:
             return build_runtime_param(self.descriptor)._coerce_value(value, param, ctx)
         return result
 
     def plain(self, value: Any, param: _TyperParameter, ctx: Context) -> Any:
-        """``value`` coerced as typer's pydantic adapter would, or `_Typers.TURN`."""
+        """``value`` coerced as typer's pydantic adapter would, or `Left.TO_TYPER`."""
         annotation = self.annotation
         if self.descriptor.is_choice:
             try:
@@ -79,20 +79,20 @@ class PlainParam(RuntimeParam):
                     ctx=ctx,
                 )
             except ValueError:  # not a choice: typer says so, in its words
-                return _Typers.TURN
+                return Left.TO_TYPER
         if annotation is Path:
             return self._path(value, param, ctx)
         if type(value) is annotation:
             return value
         if not (type(value) is str and value.isascii() and 0 < len(value) < 19):
-            return _Typers.TURN
+            return Left.TO_TYPER
         # pydantic parses plain digits as int() and float() do; signs, exponents,
         # underscores, blanks, inf and nan are left to it.
         if annotation is int and value.isdigit():
             return int(value)
         if annotation is float and value.replace(".", "", 1).isdigit():
             return float(value)
-        return _Typers.TURN
+        return Left.TO_TYPER
 
     def _path(self, value: Any, param: _TyperParameter, ctx: Context) -> Any:
         if type(value) is str and str(path := Path(value)) == value:
@@ -100,7 +100,7 @@ class PlainParam(RuntimeParam):
             # which is the path's own unless Path normalised it ("a//b/", "").
             value = path
         if not isinstance(value, Path):
-            return _Typers.TURN
+            return Left.TO_TYPER
         return coerce_cli_path(value, self.parameter_info, path_type=Path, param=param, ctx=ctx)
 
 
@@ -111,4 +111,6 @@ def runtime_param(descriptor: TypeDescriptor) -> RuntimeParam:
 
 def install() -> None:
     """Make typer build its parameters' coercion with `runtime_param` from now on."""
-    typer.core.build_runtime_param = runtime_param
+    # typer.core calls the name it imported; tests/unit/test_cli_imports.py fails if a
+    # typer upgrade moves it (send would import pydantic again).
+    typer.core.build_runtime_param = runtime_param  # type: ignore[attr-defined]
