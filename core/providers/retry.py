@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import errno
 import json
 import logging
 import random
 import socket
 import ssl
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
+import aiohttp
 
 from core.errors import ProviderError, ProviderRateLimited, ProviderRejected, ProviderUnavailable
 from core.providers.base import Completion, StreamEvent
@@ -39,7 +40,11 @@ AttemptFactory = Callable[[], AsyncGenerator[StreamEvent, None]]
 """Starts one attempt of an LLM call: a fresh stream of events."""
 
 _TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
-_TRANSIENT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+_TRANSIENT_ERRORS = (
+    aiohttp.ClientConnectionError,  # refused, DNS, TLS, timeouts, resets, disconnects
+    aiohttp.ClientPayloadError,  # a body cut short or badly framed
+    aiohttp.ClientResponseError,  # a malformed status line or headers (statuses are ours)
+)
 _DETAIL_LIMIT = 300
 
 
@@ -68,8 +73,11 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def parse_retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds from a ``Retry-After`` (or ``retry-after-ms``) header, if usable."""
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from a ``Retry-After`` (or ``retry-after-ms``) header, if usable.
+
+    ``headers`` is case-insensitive (a response's headers).
+    """
     millis = headers.get("retry-after-ms")
     if millis:
         try:
@@ -111,29 +119,29 @@ async def final_completion(events: AsyncGenerator[StreamEvent, None]) -> Complet
     return completion
 
 
-def _error_detail(response: httpx.Response) -> str:
+def _error_detail(response: aiohttp.ClientResponse, body: bytes) -> str:
     try:
-        body = response.json()
+        parsed = json.loads(body)
     except ValueError:
-        body = None
-    if isinstance(body, dict):
-        error = body.get("error")
+        parsed = None
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             return str(error["message"])[:_DETAIL_LIMIT]
         if isinstance(error, str):
             return error[:_DETAIL_LIMIT]
-    text = response.text.strip()
-    return text[:_DETAIL_LIMIT] or response.reason_phrase or "no details"
+    text = body.decode(errors="replace").strip()
+    return text[:_DETAIL_LIMIT] or response.reason or "no details"
 
 
-async def raise_for_status(response: httpx.Response) -> None:
+async def raise_for_status(response: aiohttp.ClientResponse) -> None:
     """Raise :class:`StatusFailure` if ``response`` (possibly streamed) is an error."""
-    if response.status_code < 400:
+    if response.status < 400:
         return
-    await response.aread()
+    body = await response.read()
     raise StatusFailure(
-        status=response.status_code,
-        detail=_error_detail(response),
+        status=response.status,
+        detail=_error_detail(response, body),
         retry_after=parse_retry_after(response.headers),
     )
 
@@ -147,7 +155,9 @@ def _is_retryable(exc: Exception) -> bool:
 def _connect_reason(exc: BaseException) -> str:
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, ConnectionRefusedError):
+        if isinstance(seen, ConnectionRefusedError) or (
+            isinstance(seen, OSError) and seen.errno == errno.ECONNREFUSED
+        ):
             return "connection refused"
         if isinstance(seen, socket.gaierror):
             return "host name not found"
@@ -222,9 +232,7 @@ class RetryPolicy:
                             return
                         emitted = True
                         yield event
-            except TimeoutError as exc:
-                raise self._error_out_of_time() from exc
-            except (StatusFailure, httpx.TransportError) as exc:
+            except (StatusFailure, aiohttp.ClientError) as exc:
                 delay = self._next_delay(exc, number, emitted=emitted, deadline=deadline)
                 if delay is None:
                     raise self._error_for(exc, number, emitted=emitted) from exc
@@ -237,6 +245,9 @@ class RetryPolicy:
                     delay,
                 )
                 await asyncio.sleep(delay)
+            except TimeoutError as exc:
+                # aiohttp's own timeouts are ClientErrors, caught above: this is the budget.
+                raise self._error_out_of_time() from exc
 
     def _next_delay(
         self, exc: Exception, number: int, *, emitted: bool, deadline: float
@@ -255,7 +266,7 @@ class RetryPolicy:
     def _short_reason(self, exc: Exception) -> str:
         if isinstance(exc, StatusFailure):
             return f"HTTP {exc.status}"
-        if isinstance(exc, httpx.ConnectError):
+        if isinstance(exc, aiohttp.ClientConnectorError):
             return _connect_reason(exc)
         return type(exc).__name__
 
@@ -274,11 +285,11 @@ class RetryPolicy:
         after = "after part of the reply was streamed" if emitted else f"after {_attempts(number)}"
         if isinstance(exc, StatusFailure):
             return self._status_error(exc, after)
-        if isinstance(exc, httpx.ConnectError):
+        if isinstance(exc, aiohttp.ClientConnectorError):
             message = f"is unreachable ({_connect_reason(exc)}) {after}"
-        elif isinstance(exc, httpx.ConnectTimeout):
+        elif isinstance(exc, aiohttp.ConnectionTimeoutError):
             message = f"is unreachable (connect timed out) {after}"
-        elif isinstance(exc, httpx.TimeoutException):
+        elif isinstance(exc, aiohttp.ServerTimeoutError):
             message = f"sent nothing for {self.timeout_read:g} s (read timeout) {after}"
         elif isinstance(exc, _TRANSIENT_ERRORS):
             message = f"dropped the connection ({type(exc).__name__}) {after}"

@@ -7,8 +7,8 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
+from multidict import CIMultiDict
 
 from core.errors import ProviderRateLimited, ProviderRejected, ProviderUnavailable
 from core.providers import (
@@ -208,7 +208,7 @@ async def test_anthropic_error_event_after_tokens_is_final() -> None:
 @pytest.mark.parametrize(
     ("headers", "expected"),
     [
-        ({"retry-after": "2"}, 2.0),
+        ({"Retry-After": "2"}, 2.0),
         ({"retry-after": "0.25"}, 0.25),
         ({"retry-after-ms": "150", "retry-after": "9"}, 0.15),
         ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),
@@ -217,7 +217,7 @@ async def test_anthropic_error_event_after_tokens_is_final() -> None:
     ],
 )
 def test_parse_retry_after(headers: dict[str, str], expected: float | None) -> None:
-    assert parse_retry_after(httpx.Headers(headers)) == expected
+    assert parse_retry_after(CIMultiDict(headers)) == expected
 
 
 def test_display_url_hides_credentials_and_query() -> None:
