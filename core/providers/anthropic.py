@@ -33,6 +33,8 @@ __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicProvider"]
 
 logger = logging.getLogger(__name__)
 
+_STREAM_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 """The Messages API requires ``max_tokens``; used when neither config nor request sets it."""
@@ -87,16 +89,14 @@ class AnthropicProvider(HttpProvider):
                 **({"x-api-key": key.get_secret_value()} if key else {}),
             },
         )
-        self._stream_headers = {
-            **self._headers,
-            "Accept": "text/event-stream",
-            "Cache-Control": "no-store",
-        }
         self._tools = ToolsJson(_tool_json)
 
-    async def _stream_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+    async def _stream_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
         state = _StreamState()
-        async with self._post(self._body(request, stream=True), self._stream_headers) as response:
+        body = self._body(request, stream=True)
+        async with self._post(body, deadline=deadline, headers=_STREAM_HEADERS) as response:
             await raise_for_status(response)
             if response.content_type != "text/event-stream":
                 raise StatusFailure(
@@ -114,8 +114,11 @@ class AnthropicProvider(HttpProvider):
                         break
         yield state.completion()
 
-    async def _complete_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-        async with self._post(self._body(request, stream=False), self._headers) as response:
+    async def _complete_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
+        body = self._body(request, stream=False)
+        async with self._post(body, deadline=deadline) as response:
             await raise_for_status(response)
             data = await response.read()
         yield _parse_message(parse_json(data))

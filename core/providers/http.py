@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -17,14 +18,22 @@ from core.providers.retry import RetryPolicy, final_completion
 __all__ = ["HttpProvider", "client_timeout", "make_session", "split_credentials"]
 
 
-def client_timeout(*, connect: float, read: float) -> aiohttp.ClientTimeout:
-    """No overall limit; ``connect`` bounds getting a connection (pool wait included),
-    ``read`` the longest gap between two chunks of a response (or before the first)."""
-    return aiohttp.ClientTimeout(total=None, connect=connect, sock_connect=connect, sock_read=read)
+def client_timeout(
+    *, connect: float, read: float, total: float | None = None
+) -> aiohttp.ClientTimeout:
+    """``connect`` bounds getting a connection (pool wait included), ``read`` the longest
+    gap between two chunks of a response (or before the first), ``total`` everything."""
+    return aiohttp.ClientTimeout(total=total, connect=connect, sock_connect=connect, sock_read=read)
 
 
-def make_session(timeout: aiohttp.ClientTimeout, *, limit: int = 1000) -> aiohttp.ClientSession:
-    """A session for an API client; call it inside the running event loop.
+def make_session(
+    timeout: aiohttp.ClientTimeout,
+    *,
+    limit: int = 1000,
+    headers: Mapping[str, str] | None = None,
+) -> aiohttp.ClientSession:
+    """A session for an API client, sending ``headers`` on every request; call it inside
+    the running event loop.
 
     aiohttp's connector, unlike httpcore's pool, does not scan every connection for
     every queued request (the top cost at a thousand concurrent sessions). API calls
@@ -34,6 +43,7 @@ def make_session(timeout: aiohttp.ClientTimeout, *, limit: int = 1000) -> aiohtt
         connector=aiohttp.TCPConnector(limit=limit),
         timeout=timeout,
         cookie_jar=aiohttp.DummyCookieJar(),
+        headers=headers,
     )
 
 
@@ -89,7 +99,7 @@ class HttpProvider:
         Raises:
             ProviderError: a subclass, once retries are exhausted or after output began.
         """
-        return self._retry.run(lambda: self._stream_once(request))
+        return self._retry.run(lambda deadline: self._stream_once(request, deadline))
 
     async def complete(self, request: ChatRequest) -> Completion:
         """One call without streaming.
@@ -97,7 +107,9 @@ class HttpProvider:
         Raises:
             ProviderError: a subclass, once retries are exhausted.
         """
-        return await final_completion(self._retry.run(lambda: self._complete_once(request)))
+        return await final_completion(
+            self._retry.run(lambda deadline: self._complete_once(request, deadline))
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP session (a later call opens a new one)."""
@@ -106,15 +118,34 @@ class HttpProvider:
             await session.close()
 
     def _post(
-        self, body: bytes, headers: Mapping[str, str]
+        self, body: bytes, *, deadline: float, headers: Mapping[str, str] | None = None
     ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
-        """POST ``body`` to the endpoint; the response is not checked (see raise_for_status)."""
-        if self._session is None:
-            self._session = make_session(self._timeout)
-        return self._session.post(self._url, data=body, headers=headers, allow_redirects=False)
+        """POST ``body`` to the endpoint, to be done (body read) by ``deadline`` (loop time).
 
-    def _stream_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        The response is not checked (see ``raise_for_status``). ``headers`` add to or
+        replace the session's (those given to ``__init__``).
+        """
+        if self._session is None:
+            self._session = make_session(self._timeout, headers=self._headers)
+        remaining = deadline - asyncio.get_running_loop().time()
+        return self._session.post(
+            self._url,
+            data=body,
+            headers=headers,
+            allow_redirects=False,
+            timeout=client_timeout(
+                connect=self._config.timeout_connect,
+                read=self._config.timeout_read,
+                total=max(remaining, 0.001),  # 0 would mean no limit
+            ),
+        )
+
+    def _stream_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
         raise NotImplementedError
 
-    def _complete_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+    def _complete_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
         raise NotImplementedError

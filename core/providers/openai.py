@@ -35,6 +35,8 @@ __all__ = ["OpenAIProvider"]
 
 logger = logging.getLogger(__name__)
 
+_STREAM_HEADERS = {"Accept": "text/event-stream"}
+
 
 class OpenAIProvider(HttpProvider):
     """An OpenAI-compatible Chat Completions endpoint, streamed over SSE.
@@ -74,12 +76,14 @@ class OpenAIProvider(HttpProvider):
                 **({"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}),
             },
         )
-        self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
         self._tools = ToolsJson(_tool_json)
 
-    async def _stream_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+    async def _stream_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
         state = _StreamState()
-        async with self._post(self._body(request, stream=True), self._stream_headers) as response:
+        body = self._body(request, stream=True)
+        async with self._post(body, deadline=deadline, headers=_STREAM_HEADERS) as response:
             await raise_for_status(response)
             async with aclosing(sse_lines(response.content.iter_any())) as lines:
                 async for line in lines:
@@ -93,8 +97,11 @@ class OpenAIProvider(HttpProvider):
                             yield TextDelta(text=text)
         yield state.completion()
 
-    async def _complete_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-        async with self._post(self._body(request, stream=False), self._headers) as response:
+    async def _complete_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
+        body = self._body(request, stream=False)
+        async with self._post(body, deadline=deadline) as response:
             await raise_for_status(response)
             data = await response.read()
         yield _parse_completion(parse_json(data))

@@ -36,8 +36,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-AttemptFactory = Callable[[], AsyncGenerator[StreamEvent, None]]
-"""Starts one attempt of an LLM call: a fresh stream of events."""
+AttemptFactory = Callable[[float], AsyncGenerator[StreamEvent, None]]
+"""Starts one attempt of an LLM call: a fresh stream of events.
+
+Its argument is the call's deadline (event-loop time): past it, the attempt raises
+``TimeoutError`` (the HTTP providers make it aiohttp's ``total`` timeout, one timer per
+request rather than one per event).
+"""
 
 _TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
 _TRANSIENT_ERRORS = (
@@ -217,21 +222,16 @@ class RetryPolicy:
             ProviderUnavailable: unreachable, 5xx, timeouts, or out of time.
             ProviderRejected: any other 4xx, at once.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_total
+        deadline = asyncio.get_running_loop().time() + self.timeout_total
         total = self.max_retries + 1
         for number in range(1, total + 1):
             emitted = False
             try:
-                async with aclosing(attempt()) as events:
-                    while True:
-                        try:
-                            async with asyncio.timeout_at(deadline):
-                                event = await anext(events)
-                        except StopAsyncIteration:
-                            return
+                async with aclosing(attempt(deadline)) as events:
+                    async for event in events:
                         emitted = True
                         yield event
+                return
             except (StatusFailure, aiohttp.ClientError) as exc:
                 delay = self._next_delay(exc, number, emitted=emitted, deadline=deadline)
                 if delay is None:
