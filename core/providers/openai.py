@@ -36,6 +36,7 @@ __all__ = ["OpenAIProvider"]
 logger = logging.getLogger(__name__)
 
 _STREAM_HEADERS = {"Accept": "text/event-stream"}
+_NO_USAGE = Usage()
 
 
 class OpenAIProvider(HttpProvider):
@@ -223,7 +224,7 @@ def _parse_completion(body: Any) -> Completion:
         text=message.get("content") or "",
         tool_calls=tuple(calls),
         finish_reason=choice.get("finish_reason"),
-        usage=_usage(body.get("usage")) or Usage(),
+        usage=_usage(body.get("usage")) or _NO_USAGE,
     )
 
 
@@ -266,7 +267,7 @@ class _StreamState:
         self.text: list[str] = []
         self.calls: dict[int, _PartialCall] = {}
         self.finish_reason: str | None = None
-        self.usage = Usage()
+        self.usage = _NO_USAGE
 
     def feed(self, chunk: Any) -> list[str]:
         """Take one chunk; return the text it adds."""

@@ -104,9 +104,13 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def parse_json(data: str | bytes) -> Any:
-    """``json.loads``, with malformed data reported as a (retryable) bad-gateway failure."""
+    """``json.loads``, with malformed data reported as a (retryable) bad-gateway failure.
+
+    Bytes must be UTF-8 (as JSON on the wire is); decoding them first spares
+    ``json.loads`` its encoding detection.
+    """
     try:
-        return json.loads(data)
+        return json.loads(data.decode() if isinstance(data, bytes) else data)
     except ValueError as exc:
         snippet = data[:100] if isinstance(data, str) else data[:100].decode(errors="replace")
         raise StatusFailure(status=502, detail=f"malformed JSON from server: {snippet!r}") from exc
