@@ -85,7 +85,6 @@ class HttpProvider:
         url, basic_auth = split_credentials(f"{base_url}{path}")
         self._url = URL(url)
         self._retry = RetryPolicy.from_config(config, base_url=base_url)
-        self._timeout = client_timeout(connect=config.timeout_connect, read=config.timeout_read)
         self._headers = {
             **({"Authorization": basic_auth} if basic_auth is not None else {}),
             "Content-Type": "application/json",
@@ -126,18 +125,19 @@ class HttpProvider:
         replace the session's (those given to ``__init__``).
         """
         if self._session is None:
-            self._session = make_session(self._timeout, headers=self._headers)
+            self._session = make_session(self._timeout(total=None), headers=self._headers)
         remaining = deadline - asyncio.get_running_loop().time()
         return self._session.post(
             self._url,
             data=body,
             headers=headers,
             allow_redirects=False,
-            timeout=client_timeout(
-                connect=self._config.timeout_connect,
-                read=self._config.timeout_read,
-                total=max(remaining, 0.001),  # 0 would mean no limit
-            ),
+            timeout=self._timeout(total=max(remaining, 0.001)),  # 0 would mean no limit
+        )
+
+    def _timeout(self, *, total: float | None) -> aiohttp.ClientTimeout:
+        return client_timeout(
+            connect=self._config.timeout_connect, read=self._config.timeout_read, total=total
         )
 
     def _stream_once(
