@@ -61,6 +61,8 @@ class ToolRegistry:
                 as other such calls of one model response (``tools.parallel_tools``).
         """
         self._tools: dict[str, Tool] = {}
+        # One spec per tool, made once: providers cache a spec's JSON by its identity.
+        self._specs: dict[str, ToolSpec] = {}
         self.policy = policy
         self._parallel = tuple(parallel)
         for t in tools:
@@ -75,10 +77,14 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ConfigError(f"duplicate tool name {tool.name!r}", key="tools")
         self._tools[tool.name] = tool
+        self._specs[tool.name] = ToolSpec(
+            name=tool.name, description=tool.description, parameters=tool.parameters
+        )
 
     def unregister(self, name: str) -> None:
         """Remove the tool called ``name`` if there is one."""
         self._tools.pop(name, None)
+        self._specs.pop(name, None)
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""
@@ -118,10 +124,7 @@ class ToolRegistry:
         if ctx is not None and ctx.tool_allow is not None:
             allow = ctx.tool_allow
             selected = [n for n in selected if any(fnmatchcase(n, p) for p in allow)]
-        return [
-            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-            for t in (self._tools[n] for n in selected)
-        ]
+        return [self._specs[n] for n in selected]
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         """Run ``call`` and turn every tool problem into an error result.
