@@ -21,9 +21,12 @@ from typer._click.exceptions import UsageError
 from typer.core import TyperCommand, TyperGroup
 
 from core.errors import FamiliarError
+from gateway.commands import coercion
 from gateway.commands.common import EXIT_FAILED, EXIT_USAGE, PLAIN_HELP, CliDeps
 
 __all__ = ["COMMANDS", "CliDeps", "LazyCommand", "app", "main"]
+
+coercion.install()  # before any command parses its arguments: no pydantic for plain values
 
 EXIT_CODES = (
     "Exit status: 0 success (a reply), 1 failure (an agent/provider error, no reply yet, "

@@ -56,8 +56,6 @@ class _TextFormatter(logging.Formatter):
 
 
 _NOISY = (
-    "httpx",
-    "httpcore",
     "httpx2",
     "httpcore2",
     "mcp",

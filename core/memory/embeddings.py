@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
+import aiohttp
 
 from core.memory.config import EmbeddingsConfig
-from core.providers.http import make_client
+from core.providers.body import encode_body
+from core.providers.http import client_timeout, make_session, split_credentials
 
 __all__ = ["EmbeddingClient", "EmbeddingError", "normalized"]
 
@@ -29,27 +31,32 @@ class EmbeddingClient:
 
     def __init__(self, config: EmbeddingsConfig) -> None:
         self._config = config
-        self._url = config.base_url.rstrip("/") + "/embeddings"
+        self._url, basic_auth = split_credentials(config.base_url.rstrip("/") + "/embeddings")
         self._headers = {"Content-Type": "application/json"}
+        if basic_auth is not None:
+            self._headers["Authorization"] = basic_auth
         if config.api_key is not None:
             self._headers["Authorization"] = f"Bearer {config.api_key.get_secret_value()}"
-        self._client: httpx.AsyncClient | None = None
+        self._session: aiohttp.ClientSession | None = None
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One normalized vector per text, in order."""
         if not texts:
             return []
-        if self._client is None:
-            self._client = make_client(httpx.Timeout(self._config.timeout), max_connections=4)
+        if self._session is None:
+            timeout = self._config.timeout
+            self._session = make_session(client_timeout(connect=timeout, read=timeout), limit=4)
         body: dict[str, Any] = {"model": self._config.model, "input": list(texts)}
         if self._config.dimensions is not None:
             body["dimensions"] = self._config.dimensions
         try:
-            response = await self._client.post(self._url, json=body, headers=self._headers)
-            response.raise_for_status()
-            data = response.json()["data"]
+            async with self._session.post(
+                self._url, data=encode_body(body), headers=self._headers, allow_redirects=False
+            ) as response:
+                response.raise_for_status()
+                data = json.loads(await response.read())["data"]
             vectors = [item["embedding"] for item in sorted(data, key=lambda d: d["index"])]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        except (aiohttp.ClientError, ValueError, KeyError, TypeError) as exc:
             raise EmbeddingError(f"{type(exc).__name__}: {exc}"[:300]) from exc
         if len(vectors) != len(texts) or not all(vectors):
             raise EmbeddingError(f"{len(vectors)} embeddings for {len(texts)} texts")
@@ -59,6 +66,6 @@ class EmbeddingClient:
         return [normalized([float(x) for x in v]) for v in vectors]
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any
-
-import httpx
-from httpx_sse import aconnect_sse
 
 from core.errors import ConfigError
 from core.providers.base import (
@@ -18,8 +16,10 @@ from core.providers.base import (
     StreamEvent,
     TextDelta,
     ToolCall,
+    ToolSpec,
     Usage,
 )
+from core.providers.body import ToolsJson, encode_body
 from core.providers.config import DEFAULT_BASE_URLS, ProviderConfig
 from core.providers.http import HttpProvider
 from core.providers.retry import (
@@ -27,10 +27,13 @@ from core.providers.retry import (
     parse_json,
     raise_for_status,
 )
+from core.providers.sse import sse_events
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicProvider"]
 
 logger = logging.getLogger(__name__)
+
+_STREAM_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
@@ -62,13 +65,11 @@ class AnthropicProvider(HttpProvider):
 
     name = "anthropic"
 
-    def __init__(self, *, config: ProviderConfig, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, *, config: ProviderConfig) -> None:
         """Create the provider.
 
         Args:
             config: endpoint, key, model, timeouts and retry settings.
-            client: a shared HTTP client to use (not closed by :meth:`aclose`); by
-                default the provider owns one.
 
         Raises:
             ConfigError: no model could be determined.
@@ -77,49 +78,57 @@ class AnthropicProvider(HttpProvider):
         model = config.effective_model
         if model is None:
             raise ConfigError("provider.model is required", key="provider.model")
+        key = config.api_key
         super().__init__(
             config=config,
             base_url=base_url,
             model=model,
             path="/v1/messages",
-            headers={"anthropic-version": ANTHROPIC_VERSION},
-            client=client,
+            headers={
+                "anthropic-version": ANTHROPIC_VERSION,
+                **({"x-api-key": key.get_secret_value()} if key else {}),
+            },
         )
-        if config.api_key is not None:
-            self._headers["x-api-key"] = config.api_key.get_secret_value()
+        self._tools = ToolsJson(_tool_json)
 
-    async def _stream_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+    async def _stream_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
         state = _StreamState()
-        async with aconnect_sse(
-            self._client,
-            "POST",
-            self._url,
-            json=self._payload(request, stream=True),
-            headers=dict(self._headers),
-            timeout=self._timeout,
-        ) as source:
-            await raise_for_status(source.response)
-            async for event in source.aiter_sse():
-                if event.event == "ping" or not event.data:
-                    continue
-                text = state.feed(event.event, parse_json(event.data))
-                if text:
-                    yield TextDelta(text=text)
-                if state.done:
-                    break
+        body = self._body(request, stream=True)
+        async with self._post(body, deadline=deadline, headers=_STREAM_HEADERS) as response:
+            await raise_for_status(response)
+            if response.content_type != "text/event-stream":
+                raise StatusFailure(
+                    status=502,
+                    detail=f"expected an event stream, got {response.content_type!r}",
+                )
+            async with aclosing(sse_events(response.content.iter_any())) as events:
+                async for event in events:
+                    if event.event == "ping" or not event.data:
+                        continue
+                    text = state.feed(event.event, parse_json(event.data))
+                    if text:
+                        yield TextDelta(text=text)
+                    if state.done:
+                        break
         yield state.completion()
 
-    async def _complete_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-        response = await self._client.post(
-            self._url,
-            json=self._payload(request, stream=False),
-            headers=self._headers,
-            timeout=self._timeout,
-        )
-        await raise_for_status(response)
-        yield _parse_message(parse_json(response.content))
+    async def _complete_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
+        body = self._body(request, stream=False)
+        async with self._post(body, deadline=deadline) as response:
+            await raise_for_status(response)
+            data = await response.read()
+        yield _parse_message(parse_json(data))
+
+    def _body(self, request: ChatRequest, *, stream: bool) -> bytes:
+        tools = self._tools.encode(request.tools) if request.tools else None
+        return encode_body(self._payload(request, stream=stream), tools=tools)
 
     def _payload(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        """The body without its tools (:meth:`_body` splices in their cached JSON)."""
         system, messages = _to_anthropic_messages(request)
         body: dict[str, Any] = {
             "model": request.model or self._model,
@@ -134,14 +143,13 @@ class AnthropicProvider(HttpProvider):
         if temperature is not None:
             # Anthropic's range is 0..1, OpenAI's (and our config's) 0..2.
             body["temperature"] = min(temperature, 1.0)
-        if request.tools:
-            body["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in request.tools
-            ]
         if stream:
             body["stream"] = True
         return body
+
+
+def _tool_json(tool: ToolSpec) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
 
 
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:

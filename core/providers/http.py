@@ -1,67 +1,74 @@
-"""The shared HTTP client factory for LLM providers."""
+"""The aiohttp session and the plumbing shared by the HTTP providers."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+import asyncio
+import base64
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
-import httpx
-from httpx_aiohttp import AiohttpTransport
+from yarl import URL
 
 from core.providers.base import ChatRequest, Completion, StreamEvent
 from core.providers.config import ProviderConfig
 from core.providers.retry import RetryPolicy, final_completion
 
-__all__ = ["HttpProvider", "make_client", "split_credentials"]
+__all__ = ["HttpProvider", "client_timeout", "make_session", "split_credentials"]
 
 
-def make_client(timeout: httpx.Timeout, *, max_connections: int = 1000) -> httpx.AsyncClient:
-    """An httpx client on aiohttp's connection pool.
+def client_timeout(
+    *, connect: float, read: float, total: float | None = None
+) -> aiohttp.ClientTimeout:
+    """``connect`` bounds getting a connection (pool wait included), ``read`` the longest
+    gap between two chunks of a response (or before the first), ``total`` everything."""
+    return aiohttp.ClientTimeout(total=total, connect=connect, sock_connect=connect, sock_read=read)
 
-    httpcore's pool scans every connection for every queued request, which made the
-    pool the top cost at a thousand concurrent sessions (see README, Benchmarks);
-    aiohttp's connector does not. The provider code keeps speaking httpx.
+
+def make_session(
+    timeout: aiohttp.ClientTimeout,
+    *,
+    limit: int = 1000,
+    headers: Mapping[str, str] | None = None,
+) -> aiohttp.ClientSession:
+    """A session for an API client, sending ``headers`` on every request; call it inside
+    the running event loop.
+
+    aiohttp's connector, unlike httpcore's pool, does not scan every connection for
+    every queued request (the top cost at a thousand concurrent sessions). API calls
+    need no cookies, so none are kept.
     """
-    limits = httpx.Limits(
-        max_connections=max_connections, max_keepalive_connections=max_connections
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limit),
+        timeout=timeout,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        headers=headers,
     )
-    return httpx.AsyncClient(timeout=timeout, transport=_Transport(limits=limits))
-
-
-class _Transport(AiohttpTransport):
-    """Fixes one error mapping: httpx-aiohttp reports a refused connection as a timeout."""
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        try:
-            return await super().handle_async_request(request)
-        except httpx.ConnectTimeout as exc:
-            cause = exc.__cause__
-            if isinstance(cause, aiohttp.ClientConnectorError) and not isinstance(
-                cause, aiohttp.ServerTimeoutError
-            ):
-                raise httpx.ConnectError(str(cause), request=request) from cause
-            raise
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:
     """``(url without user:password@, Basic auth header value or None)``.
 
-    Credentials in the base URL become an Authorization header (as httpx would send
-    them); an API key's own header replaces it.
+    Credentials in the base URL become an Authorization header; an API key's own
+    header replaces it.
     """
-    parsed = httpx.URL(url)
-    if not parsed.userinfo:
+    parts = urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
         return url, None
-    auth = httpx.BasicAuth(parsed.username, parsed.password)
-    header = next(auth.auth_flow(httpx.Request("GET", url))).headers["Authorization"]
-    return str(parsed.copy_with(username=None, password=None)), header
+    username, _, password = userinfo.partition(":")
+    pair = f"{unquote(username)}:{unquote(password)}".encode()
+    header = f"Basic {base64.b64encode(pair).decode()}"
+    return urlunsplit(parts._replace(netloc=host)), header
 
 
 class HttpProvider:
-    """What the HTTP providers share: endpoint, timeouts, retries, and the client's life.
+    """What the HTTP providers share: endpoint, timeouts, retries, and the session's life.
 
-    Subclasses call ``__init__`` with their endpoint path and fixed headers, add their
-    own key header, and implement one streaming and one non-streaming attempt.
+    Subclasses call ``__init__`` with their endpoint path and headers (their key header
+    among them), and implement one streaming and one non-streaming attempt with
+    :meth:`_post`.
     """
 
     def __init__(
@@ -71,24 +78,19 @@ class HttpProvider:
         base_url: str,
         model: str,
         path: str,
-        headers: dict[str, str],
-        client: httpx.AsyncClient | None,
+        headers: Mapping[str, str],
     ) -> None:
         self._config = config
         self._model = model
-        self._url, basic_auth = split_credentials(f"{base_url}{path}")
+        url, basic_auth = split_credentials(f"{base_url}{path}")
+        self._url = URL(url)
         self._retry = RetryPolicy.from_config(config, base_url=base_url)
-        self._timeout = httpx.Timeout(
-            connect=config.timeout_connect,
-            read=config.timeout_read,
-            write=config.timeout_connect,
-            pool=config.timeout_connect,
-        )
-        self._headers = dict(headers)
-        if basic_auth is not None:
-            self._headers["Authorization"] = basic_auth
-        self._owns_client = client is None
-        self._client = client if client is not None else make_client(self._timeout)
+        self._headers = {
+            **({"Authorization": basic_auth} if basic_auth is not None else {}),
+            "Content-Type": "application/json",
+            **headers,
+        }
+        self._session: aiohttp.ClientSession | None = None
 
     def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one call: text deltas, then one :class:`Completion`.
@@ -96,7 +98,7 @@ class HttpProvider:
         Raises:
             ProviderError: a subclass, once retries are exhausted or after output began.
         """
-        return self._retry.run(lambda: self._stream_once(request))
+        return self._retry.run(lambda deadline: self._stream_once(request, deadline))
 
     async def complete(self, request: ChatRequest) -> Completion:
         """One call without streaming.
@@ -104,15 +106,46 @@ class HttpProvider:
         Raises:
             ProviderError: a subclass, once retries are exhausted.
         """
-        return await final_completion(self._retry.run(lambda: self._complete_once(request)))
+        return await final_completion(
+            self._retry.run(lambda deadline: self._complete_once(request, deadline))
+        )
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this provider created it."""
-        if self._owns_client:
-            await self._client.aclose()
+        """Close the HTTP session (a later call opens a new one)."""
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
 
-    def _stream_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+    def _post(
+        self, body: bytes, *, deadline: float, headers: Mapping[str, str] | None = None
+    ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
+        """POST ``body`` to the endpoint, to be done (body read) by ``deadline`` (loop time).
+
+        The response is not checked (see ``raise_for_status``). ``headers`` add to or
+        replace the session's (those given to ``__init__``).
+        """
+        if self._session is None:
+            self._session = make_session(self._timeout(total=None), headers=self._headers)
+        remaining = deadline - asyncio.get_running_loop().time()
+        return self._session.post(
+            self._url,
+            data=body,
+            headers=headers,
+            allow_redirects=False,
+            timeout=self._timeout(total=max(remaining, 0.001)),  # 0 would mean no limit
+        )
+
+    def _timeout(self, *, total: float | None) -> aiohttp.ClientTimeout:
+        return client_timeout(
+            connect=self._config.timeout_connect, read=self._config.timeout_read, total=total
+        )
+
+    def _stream_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
         raise NotImplementedError
 
-    def _complete_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+    def _complete_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
         raise NotImplementedError

@@ -6,9 +6,8 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any
-
-import httpx
 
 from core.errors import ConfigError
 from core.providers.base import (
@@ -18,8 +17,10 @@ from core.providers.base import (
     StreamEvent,
     TextDelta,
     ToolCall,
+    ToolSpec,
     Usage,
 )
+from core.providers.body import ToolsJson, encode_body
 from core.providers.config import DEFAULT_BASE_URLS, ProviderConfig
 from core.providers.http import HttpProvider
 from core.providers.retry import (
@@ -28,10 +29,14 @@ from core.providers.retry import (
     parse_json,
     raise_for_status,
 )
+from core.providers.sse import sse_lines
 
 __all__ = ["OpenAIProvider"]
 
 logger = logging.getLogger(__name__)
+
+_STREAM_HEADERS = {"Accept": "text/event-stream"}
+_NO_USAGE = Usage()
 
 
 class OpenAIProvider(HttpProvider):
@@ -43,13 +48,11 @@ class OpenAIProvider(HttpProvider):
 
     name = "openai"
 
-    def __init__(self, *, config: ProviderConfig, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, *, config: ProviderConfig) -> None:
         """Create the provider.
 
         Args:
             config: endpoint, key, model, timeouts and retry settings.
-            client: a shared HTTP client to use (not closed by :meth:`aclose`); by
-                default the provider owns one.
 
         Raises:
             ConfigError: no model is configured for a self-hosted endpoint.
@@ -63,50 +66,53 @@ class OpenAIProvider(HttpProvider):
                 "(e.g. the model name shown by `ollama list`)",
                 key="provider.model",
             )
+        key = config.api_key
         super().__init__(
             config=config,
             base_url=base_url,
             model=model,
             path="/chat/completions",
-            headers={"Accept": "application/json"},
-            client=client,
+            headers={
+                "Accept": "application/json",
+                **({"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}),
+            },
         )
-        if config.api_key is not None:
-            self._headers["Authorization"] = f"Bearer {config.api_key.get_secret_value()}"
+        self._tools = ToolsJson(_tool_json)
 
-    async def _stream_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-        body = self._payload(request, stream=True)
+    async def _stream_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
         state = _StreamState()
-        async with self._client.stream(
-            "POST",
-            self._url,
-            json=body,
-            headers={**self._headers, "Accept": "text/event-stream"},
-            timeout=self._timeout,
-        ) as response:
+        body = self._body(request, stream=True)
+        async with self._post(body, deadline=deadline, headers=_STREAM_HEADERS) as response:
             await raise_for_status(response)
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                if data:
-                    for text in state.feed(parse_json(data)):
-                        yield TextDelta(text=text)
+            async with aclosing(sse_lines(response.content.iter_any())) as lines:
+                async for line in lines:
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        break
+                    if data:
+                        for text in state.feed(parse_json(data)):
+                            yield TextDelta(text=text)
         yield state.completion()
 
-    async def _complete_once(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-        response = await self._client.post(
-            self._url,
-            json=self._payload(request, stream=False),
-            headers=self._headers,
-            timeout=self._timeout,
-        )
-        await raise_for_status(response)
-        yield _parse_completion(parse_json(response.content))
+    async def _complete_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
+        body = self._body(request, stream=False)
+        async with self._post(body, deadline=deadline) as response:
+            await raise_for_status(response)
+            data = await response.read()
+        yield _parse_completion(parse_json(data))
+
+    def _body(self, request: ChatRequest, *, stream: bool) -> bytes:
+        tools = self._tools.encode(request.tools) if request.tools else None
+        return encode_body(self._payload(request, stream=stream), tools=tools)
 
     def _payload(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        """The body without its tools (:meth:`_body` splices in their cached JSON)."""
         body: dict[str, Any] = {
             "model": request.model or self._model,
             "messages": _to_openai_messages(request),
@@ -119,22 +125,21 @@ class OpenAIProvider(HttpProvider):
         )
         if temperature is not None:
             body["temperature"] = temperature
-        if request.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    },
-                }
-                for tool in request.tools
-            ]
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         return body
+
+
+def _tool_json(tool: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
 
 
 def _to_openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
@@ -219,7 +224,7 @@ def _parse_completion(body: Any) -> Completion:
         text=message.get("content") or "",
         tool_calls=tuple(calls),
         finish_reason=choice.get("finish_reason"),
-        usage=_usage(body.get("usage")) or Usage(),
+        usage=_usage(body.get("usage")) or _NO_USAGE,
     )
 
 
@@ -262,7 +267,7 @@ class _StreamState:
         self.text: list[str] = []
         self.calls: dict[int, _PartialCall] = {}
         self.finish_reason: str | None = None
-        self.usage = Usage()
+        self.usage = _NO_USAGE
 
     def feed(self, chunk: Any) -> list[str]:
         """Take one chunk; return the text it adds."""

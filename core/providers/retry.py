@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import errno
 import json
 import logging
 import random
 import socket
 import ssl
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
+import aiohttp
 
 from core.errors import ProviderError, ProviderRateLimited, ProviderRejected, ProviderUnavailable
 from core.providers.base import Completion, StreamEvent
@@ -35,11 +36,20 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-AttemptFactory = Callable[[], AsyncGenerator[StreamEvent, None]]
-"""Starts one attempt of an LLM call: a fresh stream of events."""
+AttemptFactory = Callable[[float], AsyncGenerator[StreamEvent, None]]
+"""Starts one attempt of an LLM call: a fresh stream of events.
+
+Its argument is the call's deadline (event-loop time): past it, the attempt raises
+``TimeoutError`` (the HTTP providers make it aiohttp's ``total`` timeout, one timer per
+request rather than one per event).
+"""
 
 _TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
-_TRANSIENT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+_TRANSIENT_ERRORS = (
+    aiohttp.ClientConnectionError,  # refused, DNS, TLS, timeouts, resets, disconnects
+    aiohttp.ClientPayloadError,  # a body cut short or badly framed
+    aiohttp.ClientResponseError,  # a malformed status line or headers (statuses are ours)
+)
 _DETAIL_LIMIT = 300
 
 
@@ -68,8 +78,11 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def parse_retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds from a ``Retry-After`` (or ``retry-after-ms``) header, if usable."""
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from a ``Retry-After`` (or ``retry-after-ms``) header, if usable.
+
+    ``headers`` is case-insensitive (a response's headers).
+    """
     millis = headers.get("retry-after-ms")
     if millis:
         try:
@@ -91,9 +104,13 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
 
 
 def parse_json(data: str | bytes) -> Any:
-    """``json.loads``, with malformed data reported as a (retryable) bad-gateway failure."""
+    """``json.loads``, with malformed data reported as a (retryable) bad-gateway failure.
+
+    Bytes must be UTF-8 (as JSON on the wire is); decoding them first spares
+    ``json.loads`` its encoding detection.
+    """
     try:
-        return json.loads(data)
+        return json.loads(data.decode() if isinstance(data, bytes) else data)
     except ValueError as exc:
         snippet = data[:100] if isinstance(data, str) else data[:100].decode(errors="replace")
         raise StatusFailure(status=502, detail=f"malformed JSON from server: {snippet!r}") from exc
@@ -111,29 +128,29 @@ async def final_completion(events: AsyncGenerator[StreamEvent, None]) -> Complet
     return completion
 
 
-def _error_detail(response: httpx.Response) -> str:
+def _error_detail(response: aiohttp.ClientResponse, body: bytes) -> str:
     try:
-        body = response.json()
+        parsed = json.loads(body)
     except ValueError:
-        body = None
-    if isinstance(body, dict):
-        error = body.get("error")
+        parsed = None
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             return str(error["message"])[:_DETAIL_LIMIT]
         if isinstance(error, str):
             return error[:_DETAIL_LIMIT]
-    text = response.text.strip()
-    return text[:_DETAIL_LIMIT] or response.reason_phrase or "no details"
+    text = body.decode(errors="replace").strip()
+    return text[:_DETAIL_LIMIT] or response.reason or "no details"
 
 
-async def raise_for_status(response: httpx.Response) -> None:
+async def raise_for_status(response: aiohttp.ClientResponse) -> None:
     """Raise :class:`StatusFailure` if ``response`` (possibly streamed) is an error."""
-    if response.status_code < 400:
+    if response.status < 400:
         return
-    await response.aread()
+    body = await response.read()
     raise StatusFailure(
-        status=response.status_code,
-        detail=_error_detail(response),
+        status=response.status,
+        detail=_error_detail(response, body),
         retry_after=parse_retry_after(response.headers),
     )
 
@@ -147,7 +164,9 @@ def _is_retryable(exc: Exception) -> bool:
 def _connect_reason(exc: BaseException) -> str:
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, ConnectionRefusedError):
+        if isinstance(seen, ConnectionRefusedError) or (
+            isinstance(seen, OSError) and seen.errno == errno.ECONNREFUSED
+        ):
             return "connection refused"
         if isinstance(seen, socket.gaierror):
             return "host name not found"
@@ -207,24 +226,17 @@ class RetryPolicy:
             ProviderUnavailable: unreachable, 5xx, timeouts, or out of time.
             ProviderRejected: any other 4xx, at once.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_total
+        deadline = asyncio.get_running_loop().time() + self.timeout_total
         total = self.max_retries + 1
         for number in range(1, total + 1):
             emitted = False
             try:
-                async with aclosing(attempt()) as events:
-                    while True:
-                        try:
-                            async with asyncio.timeout_at(deadline):
-                                event = await anext(events)
-                        except StopAsyncIteration:
-                            return
+                async with aclosing(attempt(deadline)) as events:
+                    async for event in events:
                         emitted = True
                         yield event
-            except TimeoutError as exc:
-                raise self._error_out_of_time() from exc
-            except (StatusFailure, httpx.TransportError) as exc:
+                return
+            except (StatusFailure, aiohttp.ClientError) as exc:
                 delay = self._next_delay(exc, number, emitted=emitted, deadline=deadline)
                 if delay is None:
                     raise self._error_for(exc, number, emitted=emitted) from exc
@@ -237,6 +249,9 @@ class RetryPolicy:
                     delay,
                 )
                 await asyncio.sleep(delay)
+            except TimeoutError as exc:
+                # aiohttp's own timeouts are ClientErrors, caught above: this is the budget.
+                raise self._error_out_of_time() from exc
 
     def _next_delay(
         self, exc: Exception, number: int, *, emitted: bool, deadline: float
@@ -255,7 +270,7 @@ class RetryPolicy:
     def _short_reason(self, exc: Exception) -> str:
         if isinstance(exc, StatusFailure):
             return f"HTTP {exc.status}"
-        if isinstance(exc, httpx.ConnectError):
+        if isinstance(exc, aiohttp.ClientConnectorError):
             return _connect_reason(exc)
         return type(exc).__name__
 
@@ -274,11 +289,11 @@ class RetryPolicy:
         after = "after part of the reply was streamed" if emitted else f"after {_attempts(number)}"
         if isinstance(exc, StatusFailure):
             return self._status_error(exc, after)
-        if isinstance(exc, httpx.ConnectError):
+        if isinstance(exc, aiohttp.ClientConnectorError):
             message = f"is unreachable ({_connect_reason(exc)}) {after}"
-        elif isinstance(exc, httpx.ConnectTimeout):
+        elif isinstance(exc, aiohttp.ConnectionTimeoutError):
             message = f"is unreachable (connect timed out) {after}"
-        elif isinstance(exc, httpx.TimeoutException):
+        elif isinstance(exc, aiohttp.ServerTimeoutError):
             message = f"sent nothing for {self.timeout_read:g} s (read timeout) {after}"
         elif isinstance(exc, _TRANSIENT_ERRORS):
             message = f"dropped the connection ({type(exc).__name__}) {after}"

@@ -61,8 +61,8 @@ class ToolRegistry:
                 as other such calls of one model response (``tools.parallel_tools``).
         """
         self._tools: dict[str, Tool] = {}
+        # One spec per tool, made once: providers cache a spec's JSON by its identity.
         self._specs: dict[str, ToolSpec] = {}
-        """Each tool's spec, built on first offer (a frozen model: turns share it)."""
         self.policy = policy
         self._parallel = tuple(parallel)
         for t in tools:
@@ -77,7 +77,9 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ConfigError(f"duplicate tool name {tool.name!r}", key="tools")
         self._tools[tool.name] = tool
-        self._specs.pop(tool.name, None)
+        self._specs[tool.name] = ToolSpec(
+            name=tool.name, description=tool.description, parameters=tool.parameters
+        )
 
     def unregister(self, name: str) -> None:
         """Remove the tool called ``name`` if there is one."""
@@ -122,15 +124,7 @@ class ToolRegistry:
         if ctx is not None and ctx.tool_allow is not None:
             allow = ctx.tool_allow
             selected = [n for n in selected if any(fnmatchcase(n, p) for p in allow)]
-        return [self._spec(n) for n in selected]
-
-    def _spec(self, name: str) -> ToolSpec:
-        spec = self._specs.get(name)
-        if spec is None:
-            t = self._tools[name]
-            spec = ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-            self._specs[name] = spec
-        return spec
+        return [self._specs[n] for n in selected]
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         """Run ``call`` and turn every tool problem into an error result.

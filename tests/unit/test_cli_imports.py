@@ -35,8 +35,9 @@ NEVER = (
 NOT_FOR_HELP = (*NEVER, "pydantic", "asyncio", "gateway.control.client", "rich.console")
 """The top-level help lists commands from the registry: no command module is imported,
 and help is plain text (typer's rich rendering costs ~0.1 s)."""
-NOT_FOR_SEND = (*NEVER, "rich.console")
-"""``send`` prints plain text; typer itself imports pydantic to coerce parameters."""
+NOT_FOR_SEND = (*NEVER, "pydantic", "rich.console")
+"""``send`` prints plain text, and coerces its parameters without typer's pydantic
+adapters (`gateway.commands.coercion`)."""
 
 _PROBE = """
 import json, sys
@@ -72,13 +73,16 @@ def test_help_imports_no_command(args: list[str], tmp_path: Path) -> None:
 def test_send_imports_only_the_control_client(tmp_path: Path) -> None:
     # No daemon on this home: the whole path runs (argument checks, the client, the
     # connection attempt, the "no gateway" hint) and exits 2.
-    code, loaded = _imports(["send", "hi", "--home", str(tmp_path)], NOT_FOR_SEND, tmp_path)
+    args = ["send", "hi", "--session", "s", "--timeout", "30", "--home", str(tmp_path)]
+    code, loaded = _imports(args, NOT_FOR_SEND, tmp_path)
     assert code == 2
     assert loaded == []
 
 
-@pytest.mark.parametrize("command", ["send", "status", "sessions"])
+@pytest.mark.parametrize(
+    "command", ["send", "status", "sessions", "schedule", "memory", "tasks", "service", "init"]
+)
 def test_a_command_help_imports_not_the_daemon(command: str, tmp_path: Path) -> None:
-    code, loaded = _imports([command, "--help"], (*NEVER, "rich.console"), tmp_path)
+    code, loaded = _imports([command, "--help"], (*NEVER, "pydantic", "rich.console"), tmp_path)
     assert code == 0
     assert loaded == []

@@ -59,6 +59,8 @@ async def test_streamed_request_on_the_wire(fake: FakeOpenAI, provider: OpenAIPr
     ]
     assert "tools" not in body
     assert fake.headers[0]["Authorization"] == "Bearer sk-test"
+    assert fake.headers[0]["Content-Type"] == "application/json"
+    assert fake.headers[0]["Accept"] == "text/event-stream"
 
 
 async def test_complete_does_not_ask_for_a_stream(

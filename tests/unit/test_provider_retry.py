@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import errno
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-import httpx
+import aiohttp
 import pytest
+from aiohttp.client_reqrep import ConnectionKey
+from multidict import CIMultiDict
 
 from core.errors import ProviderRateLimited, ProviderRejected, ProviderUnavailable
 from core.providers import (
@@ -17,8 +21,11 @@ from core.providers import (
     ChatRequest,
     OpenAIProvider,
     ProviderConfig,
+    RetryPolicy,
+    StreamEvent,
     TextDelta,
 )
+from core.providers.http import split_credentials
 from core.providers.retry import display_url, parse_retry_after
 from tests.fakes.fake_anthropic import FakeAnthropic, StreamError
 from tests.fakes.fake_openai import FakeOpenAI, Stall, Status
@@ -208,7 +215,7 @@ async def test_anthropic_error_event_after_tokens_is_final() -> None:
 @pytest.mark.parametrize(
     ("headers", "expected"),
     [
-        ({"retry-after": "2"}, 2.0),
+        ({"Retry-After": "2"}, 2.0),
         ({"retry-after": "0.25"}, 0.25),
         ({"retry-after-ms": "150", "retry-after": "9"}, 0.15),
         ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),
@@ -217,10 +224,91 @@ async def test_anthropic_error_event_after_tokens_is_final() -> None:
     ],
 )
 def test_parse_retry_after(headers: dict[str, str], expected: float | None) -> None:
-    assert parse_retry_after(httpx.Headers(headers)) == expected
+    assert parse_retry_after(CIMultiDict(headers)) == expected
 
 
 def test_display_url_hides_credentials_and_query() -> None:
     assert display_url("https://u:p@example.com:8443/v1?api-key=x#f") == (
         "https://example.com:8443/v1"
     )
+
+
+async def test_total_timeout_bounds_a_stream_that_keeps_the_connection_open(
+    fake: FakeOpenAI,
+) -> None:
+    fake.script(Stall(partial="Hel"))
+    seen: list[str] = []
+
+    with pytest.raises(ProviderUnavailable) as caught:
+        await stream_text(openai(fake.base_url, timeout_total=0.3, timeout_read=30), seen)
+
+    assert "".join(seen) == "Hel"
+    assert "did not finish within 0.3 s (timeout_total)" in str(caught.value)
+
+
+def _refused() -> aiohttp.ClientConnectorError:
+    key = ConnectionKey("h", 1, False, True, None, None, None)
+    refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connect call failed")
+    error = aiohttp.ClientConnectorError(key, refused)
+    error.__cause__ = refused
+    return error
+
+
+@pytest.mark.parametrize(
+    ("error", "retried", "message"),
+    [
+        (_refused(), True, "is unreachable (connection refused) after 2 attempts"),
+        (aiohttp.ConnectionTimeoutError(), True, "is unreachable (connect timed out) after 2"),
+        (aiohttp.SocketTimeoutError(), True, "sent nothing for 7 s (read timeout) after 2"),
+        (aiohttp.ServerDisconnectedError(), True, "dropped the connection (ServerDisconnected"),
+        (aiohttp.ClientPayloadError("cut"), True, "dropped the connection (ClientPayloadError)"),
+        (aiohttp.InvalidURL("x:y"), False, "could not be called (InvalidURL: x:y)"),
+    ],
+)
+async def test_transport_failures_are_classified(
+    error: aiohttp.ClientError, retried: bool, message: str
+) -> None:
+    policy = RetryPolicy(target="http://h:1/v1", max_retries=1, backoff=0.001, timeout_read=7)
+    deadlines: list[float] = []
+
+    async def attempt(deadline: float) -> AsyncGenerator[StreamEvent, None]:
+        deadlines.append(deadline)
+        raise error
+        yield  # an async generator, as providers' attempts are
+
+    with pytest.raises(ProviderUnavailable) as caught:
+        async for _ in policy.run(attempt):
+            pass
+
+    assert len(deadlines) == (2 if retried else 1)
+    assert len(set(deadlines)) == 1, "every attempt shares the call's one deadline"
+    assert f"LLM provider at http://h:1/v1 {message}" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://127.0.0.1:8080/v1", ("http://127.0.0.1:8080/v1", None)),
+        (
+            "https://user:p%40ss@example.com/v1/chat",
+            ("https://example.com/v1/chat", "Basic " + base64.b64encode(b"user:p@ss").decode()),
+        ),
+        (
+            "http://tok@[::1]:9/v1",
+            ("http://[::1]:9/v1", "Basic " + base64.b64encode(b"tok:").decode()),
+        ),
+    ],
+)
+def test_split_credentials(url: str, expected: tuple[str, str | None]) -> None:
+    assert split_credentials(url) == expected
+
+
+@pytest.mark.parametrize("key", [None, SECRET])
+async def test_url_credentials_are_sent_as_basic_auth_unless_a_key_is_set(
+    fake: FakeOpenAI, key: str | None
+) -> None:
+    base_url = fake.base_url.replace("http://", "http://me:pw@")
+    await complete_text(openai(base_url, api_key=key))
+
+    expected = f"Bearer {SECRET}" if key else "Basic " + base64.b64encode(b"me:pw").decode()
+    assert fake.headers[0]["Authorization"] == expected
