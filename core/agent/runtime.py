@@ -205,8 +205,8 @@ class AgentRuntime:
                         # Our own lease lapsed and we re-claimed it: the turn still runs.
                         continue
                     self._start_turn(claim)
-                if claims:
-                    continue
+                if len(claims) >= free:
+                    continue  # there may be more; fewer than asked means none was left
             await self._wait_for_work(cfg.poll_interval if free > 0 else None)
 
     async def _wait_for_work(self, timeout: float | None) -> None:
