@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from channels import cli
@@ -40,7 +41,7 @@ def discover_channels(
     predates its entry point; the name ``cli`` is reserved for it.
     """
     if entry_points is None:
-        entry_points = importlib.metadata.entry_points(group=CHANNELS_GROUP)
+        entry_points = installed_entry_points()
     plugins = ChannelPlugins(loaded={"cli": cli.plugin})
     for ep in entry_points:
         where = f"channel plugin {ep.name!r} ({ep.value})"
@@ -58,6 +59,18 @@ def discover_channels(
         else:
             plugins.loaded[ep.name] = found
     return plugins
+
+
+@cache
+def installed_entry_points() -> tuple[importlib.metadata.EntryPoint, ...]:
+    """The installed ``familiar.channels`` entry points, read once per process.
+
+    Reading them parses the metadata of every installed distribution (~2 MiB of objects).
+    The supervisor reads them before it forks the zygote, so every role forked from it
+    shares that answer instead of reading it again. A plugin installed while the gateway
+    runs is seen when it next starts.
+    """
+    return tuple(importlib.metadata.entry_points(group=CHANNELS_GROUP))
 
 
 def build_channels(enabled: Mapping[str, ChannelConfig], plugins: ChannelPlugins) -> list[Channel]:

@@ -155,6 +155,9 @@ def _fork_role(
 ) -> int:
     """Fork twice: the role's parent (the intermediate) exits, re-parenting it."""
     read_end, write_end = os.pipe()
+    # What the zygote allocated since the supervisor's freeze (requests, answers): the
+    # role's collector leaves it alone too, so never writes to pages it shares.
+    gc.freeze()
     middle = os.fork()
     if middle == 0:  # the intermediate
         code = 1
