@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -236,14 +237,25 @@ class FamiliarConfig(BaseSettings):
 
 def config_model(plugins: ChannelPlugins) -> type[FamiliarConfig]:
     """`FamiliarConfig` whose ``channels`` has a typed table per plugin in ``plugins``."""
+    return _config_model(
+        tuple((name, plugin.config_model) for name, plugin in plugins.loaded.items()),
+        tuple(plugins.broken.items()),
+    )
+
+
+@cache
+def _config_model(
+    loaded: tuple[tuple[str, type[ChannelConfig]], ...], broken: tuple[tuple[str, str], ...]
+) -> type[FamiliarConfig]:
+    """Built once per set of plugins (pydantic builds a schema of the whole configuration):
+    the roles forked after the supervisor built it use its model instead of their own."""
     tables: dict[str, Any] = {
-        name: (plugin.config_model, Field(default_factory=plugin.config_model))
-        for name, plugin in plugins.loaded.items()
+        name: (model, Field(default_factory=model)) for name, model in loaded
     }
-    for name, reason in plugins.broken.items():
+    for name, reason in broken:
         if name in tables:
             continue
-        broken = type(
+        unusable = type(
             f"Unusable_{name}",
             (UninstalledChannel,),
             {
@@ -252,7 +264,7 @@ def config_model(plugins: ChannelPlugins) -> type[FamiliarConfig]:
                 "__module__": __name__,
             },
         )
-        tables[name] = (broken, Field(default_factory=broken))
+        tables[name] = (unusable, Field(default_factory=unusable))
     channels = create_model(
         "ChannelsConfig", __base__=ChannelsConfig, __doc__=ChannelsConfig.__doc__, **tables
     )
