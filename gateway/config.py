@@ -249,9 +249,7 @@ def _config_model(
 ) -> type[FamiliarConfig]:
     """Built once per set of plugins (pydantic builds a schema of the whole configuration):
     the roles forked after the supervisor built it use its model instead of their own."""
-    tables: dict[str, Any] = {
-        name: (model, Field(default_factory=model)) for name, model in loaded
-    }
+    tables: dict[str, Any] = {name: (model, Field(default_factory=model)) for name, model in loaded}
     for name, reason in broken:
         if name in tables:
             continue

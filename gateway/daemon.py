@@ -64,6 +64,7 @@ from gateway.process_table import (
     read_processes,
 )
 from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
+from gateway.store_migration import migrate_store
 from gateway.store_watch import StoreWatch
 from gateway.supervisor import ChannelSupervisor
 from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
@@ -780,17 +781,26 @@ def _parent_fd(env: Mapping[str, str]) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m gateway.daemon [--home DIR] [--role ROLE [--channel NAME]]``: run in
-    the foreground."""
+    """``python -m gateway.daemon [--home DIR] [--role ROLE [--channel NAME] | --migrate]``:
+    run in the foreground."""
     parser = argparse.ArgumentParser(prog="python -m gateway.daemon", description=__doc__)
     parser.add_argument("--home", type=Path, default=None, help="familiar home directory")
     parser.add_argument("--role", choices=ROLES, default=None, help="run only this role")
     parser.add_argument(
         "--channel", default=None, help="with --role channels: run only this channel"
     )
+    parser.add_argument(
+        "--migrate",
+        action="store_true",
+        help="only bring the store to the newest migration, then exit (the supervisor does)",
+    )
     args = parser.parse_args(argv)
     if args.channel is not None and args.role != "channels":
         parser.error("--channel needs --role channels")
+    if args.migrate:
+        if args.role is not None:
+            parser.error("--migrate runs no role")
+        sys.exit(asyncio.run(migrate_store(_absolute(args.home or default_home()))))
     sys.exit(run_gateway(args.home or default_home(), role=args.role, channel=args.channel))
 
 

@@ -21,6 +21,8 @@
   watch a pipe it holds open).
 - A child that exits with 78 (bad configuration) before it was ever ready stops the
   supervisor with 78: restarting cannot fix a config file.
+- Before the roles, a process forked for that alone brings the store to the newest
+  migration and exits (`gateway.store_migration`), so no role keeps alembic.
 - Children are forked by the zygote (`gateway.zygote`) from the daemon's already
   imported code, so they start in a fraction of an interpreter's start and share those
   pages; the supervisor is their parent all the same (a child subreaper,
@@ -205,9 +207,12 @@ class Supervisor:
         return self.exit_code
 
     async def _serve(self) -> None:
+        await self._migrate()
+        if self._stop.is_set():
+            return
         channels, others = self.children[0], self.children[1:]
         self._tasks.append(asyncio.create_task(self._keep(channels), name="keep-channels"))
-        # The channels role opens (and migrates) the store first, and takes messages in.
+        # The channels role opens the store first, and takes messages in.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_READY_TIMEOUT):
                 await _first(channels.became_ready.wait(), self._stop.wait())
@@ -258,6 +263,51 @@ class Supervisor:
         for fd in (self._parent_r, self.parent_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    async def _migrate(self) -> None:
+        """Bring the store to the newest migration in a process forked for that alone, so
+        no role keeps alembic (`gateway.store_migration`). Without the zygote, or when
+        that process fails, the channels role migrates as it opens the store (and says
+        why it cannot)."""
+        try:
+            pid = await self._fork(["--home", str(self.home), "--migrate"], self._child_env())
+        except OSError as exc:
+            log.warning("cannot fork the store's migration: %s", exc)
+            return
+        if pid is None:
+            return
+        proc = self.reaper.watch(pid)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_READY_TIMEOUT):
+                await _first(proc.wait(), self._stop.wait())
+        if proc.returncode is None:  # stopping, or it hangs
+            log.warning("stopping the store's migration pid=%d", pid)
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                async with asyncio.timeout(self.config.gateway.child_stop_timeout):
+                    await proc.wait()
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        elif proc.returncode == 0:
+            log.info("store migrated pid=%d", pid)
+        else:
+            log.warning("the store's migration pid=%d %s", pid, _describe_exit(proc.returncode))
+
+    async def _fork(self, argv: list[str], env: dict[str, str]) -> int | None:
+        """The pid of ``gateway.daemon`` with ``argv`` forked by the zygote; None without
+        a zygote (it died: from now on, children are new interpreters)."""
+        if self.zygote is None:
+            return None
+        try:
+            return await self.zygote.spawn(argv, env)
+        except ZygoteGone as exc:
+            log.warning("%s: starting roles as new interpreters from now on", exc)
+            self.zygote.close()
+            self.zygote = None
+            return None
 
     # -- one child -------------------------------------------------------------------------
 
@@ -312,14 +362,7 @@ class Supervisor:
         argv = ["--home", str(self.home), "--role", child.role]
         argv += ["--channel", child.channel] if child.channel is not None else []
         env = self._child_env()
-        pid: int | None = None
-        if self.zygote is not None:
-            try:
-                pid = await self.zygote.spawn(argv, env)
-            except ZygoteGone as exc:
-                log.warning("%s: starting roles as new interpreters from now on", exc)
-                self.zygote.close()
-                self.zygote = None
+        pid = await self._fork(argv, env)
         if pid is None:
             pid = os.posix_spawn(  # noqa: ASYNC221 - returns once the child exists
                 self.python,

@@ -549,6 +549,8 @@ async def test_roles_are_forked_by_the_zygote_and_restarted_without_it(home: Pat
                 # Forked (the supervisor's command line, no --role) and adopted by it.
                 assert "--role" not in _cmdline(pid) and _parent(pid) == supervisor
             assert _comm(roles["agent-1"]) == "familiar-agent"
+            # The store was migrated by a forked process of its own, before the roles.
+            assert "store migrated pid=" in gw.logs()
             zygote = int(gw.logs().split("zygote started pid=")[1].split('"')[0])
             assert _parent(zygote) == supervisor
 

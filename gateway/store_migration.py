@@ -1,0 +1,49 @@
+"""The store's migrations in a process of their own (``python -m gateway.daemon --migrate``).
+
+The supervisor has the zygote fork this before it starts the roles. A store already at
+the newest revision is recognised without alembic; migrating one imports alembic, mako
+and pygments (~12 MiB), which the process that migrates keeps for as long as it runs.
+Done here, that process exits at once, and the channels role (which opens the store
+first) finds it migrated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from core.errors import ConfigError, FamiliarError
+from core.store.engine import Store
+from gateway.config import store_url
+from gateway.init import prepare_home, unusable_home
+from gateway.logging_setup import LogConfig, setup_logging
+from gateway.plugins import discover_channels
+
+__all__ = ["migrate_store"]
+
+
+async def migrate_store(home: Path) -> int:
+    """Open the store of ``home``, which brings it to the newest migration, and close it.
+
+    Returns:
+        0 once the store is at the newest migration; 78 (EX_CONFIG) for bad
+        configuration and 1 when the store cannot be opened or migrated, with one line
+        on stderr saying why, as a role says it.
+    """
+    setup_logging(LogConfig())
+    try:
+        config = await asyncio.to_thread(
+            prepare_home, home, channel_plugins=await asyncio.to_thread(discover_channels)
+        )
+    except (ConfigError, OSError) as exc:
+        return unusable_home(home, exc)
+    setup_logging(config.log)
+    store = Store(url=store_url(home, config), config=config.store)
+    try:
+        await store.open()
+    except (FamiliarError, OSError) as exc:
+        print(f"familiar: cannot migrate the store: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
+    await store.close()
+    return 0
