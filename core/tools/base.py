@@ -93,8 +93,11 @@ class Tool(Protocol):
 
     name: str
     description: str
-    parameters: dict[str, Any]
-    """JSON schema of the arguments object."""
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """JSON schema of the arguments object."""
+        ...
 
     async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> str:
         """Validate ``arguments`` and run."""

@@ -6,6 +6,7 @@ import inspect
 import re
 import typing
 from collections.abc import Awaitable, Callable
+from functools import cached_property
 from typing import Annotated, Any, TypeVar, overload
 
 import pydantic_core
@@ -100,7 +101,7 @@ class FunctionTool:
     def __init__(
         self, *, fn: ToolFunction, name: str | None = None, description: str | None = None
     ) -> None:
-        """Inspect ``fn`` and build its argument model.
+        """Inspect ``fn`` (its argument model is built at first use).
 
         Args:
             fn: an ``async def``; a leading ``ctx: ToolContext`` parameter is injected.
@@ -117,12 +118,27 @@ class FunctionTool:
         summary, arg_docs = _parse_docstring(fn.__doc__)
         self.description = description or summary
         self._deps: dict[str, type[Any]] = {}
-        self._wants_ctx, self._params, self._model = self._build_model(fn, arg_docs)
-        self.parameters = _strip_titles(self._model.model_json_schema())
+        self._wants_ctx, self._params, self._fields = self._arguments(fn, arg_docs)
 
-    def _build_model(
+    @cached_property
+    def parameters(self) -> dict[str, Any]:
+        """JSON schema of the arguments object."""
+        return _strip_titles(self._model.model_json_schema())
+
+    @cached_property
+    def _model(self) -> type[BaseModel]:
+        # Built at first use, not with the tool: pydantic's model and schema cost every
+        # process that builds the tools ~1-2 MiB, and only an agent ever runs them.
+        return create_model(
+            f"{self.name}_arguments",
+            __config__=ConfigDict(extra="forbid", validate_by_name=False),
+            **self._fields,
+        )
+
+    def _arguments(
         self, fn: ToolFunction, arg_docs: dict[str, str]
-    ) -> tuple[bool, list[str], type[BaseModel]]:
+    ) -> tuple[bool, list[str], dict[str, Any]]:
+        """Whether ``fn`` takes the context, its argument names, and their model fields."""
         try:
             hints = typing.get_type_hints(fn, include_extras=True)
         except NameError as exc:
@@ -150,12 +166,7 @@ class FunctionTool:
                 Field(default, alias=param.name, description=arg_docs.get(param.name)),
             )
             names.append(param.name)
-        model = create_model(
-            f"{self.name}_arguments",
-            __config__=ConfigDict(extra="forbid", validate_by_name=False),
-            **fields,
-        )
-        return wants_ctx, names, model
+        return wants_ctx, names, fields
 
     async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> str:
         """Validate ``arguments``, call the function and render its result.

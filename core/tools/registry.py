@@ -61,7 +61,8 @@ class ToolRegistry:
                 as other such calls of one model response (``tools.parallel_tools``).
         """
         self._tools: dict[str, Tool] = {}
-        # One spec per tool, made once: providers cache a spec's JSON by its identity.
+        # One spec per tool, made once (at first use): providers cache a spec's JSON by
+        # its identity.
         self._specs: dict[str, ToolSpec] = {}
         self.policy = policy
         self._parallel = tuple(parallel)
@@ -77,9 +78,6 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ConfigError(f"duplicate tool name {tool.name!r}", key="tools")
         self._tools[tool.name] = tool
-        self._specs[tool.name] = ToolSpec(
-            name=tool.name, description=tool.description, parameters=tool.parameters
-        )
 
     def unregister(self, name: str) -> None:
         """Remove the tool called ``name`` if there is one."""
@@ -124,7 +122,16 @@ class ToolRegistry:
         if ctx is not None and ctx.tool_allow is not None:
             allow = ctx.tool_allow
             selected = [n for n in selected if any(fnmatchcase(n, p) for p in allow)]
-        return [self._specs[n] for n in selected]
+        return [self._spec(n) for n in selected]
+
+    def _spec(self, name: str) -> ToolSpec:
+        """``name``'s spec, made at its first use (only agents offer tools to a model)."""
+        spec = self._specs.get(name)
+        if spec is None:
+            tool = self._tools[name]
+            spec = ToolSpec(name=name, description=tool.description, parameters=tool.parameters)
+            self._specs[name] = spec
+        return spec
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         """Run ``call`` and turn every tool problem into an error result.

@@ -194,3 +194,18 @@ async def test_policy_denied_is_an_error_result(ctx: ToolContext) -> None:
 async def test_hand_written_tool(registry: ToolRegistry, ctx: ToolContext) -> None:
     result = await registry.execute(call("raw", z=1, a=2), ctx)
     assert result.content == "['a', 'z']"
+
+
+def test_a_tool_builds_its_argument_model_only_when_first_offered() -> None:
+    @tool
+    async def scale(x: float, by: float = 2.0) -> float:
+        """Scale a number."""
+        return x * by
+
+    registry = ToolRegistry(tools=[scale])
+    # The processes that build the tools but never run a turn (channels, scheduler)
+    # never pay for pydantic's model and schema.
+    assert "_model" not in vars(scale) and "parameters" not in vars(scale)
+    [spec] = registry.specs()
+    assert spec.parameters["required"] == ["x"] and "_model" in vars(scale)
+    assert registry.specs()[0] is spec  # made once: providers cache its JSON by identity
