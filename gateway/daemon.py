@@ -474,7 +474,7 @@ class _Gateway:
             core=self.core,
             cli=self.cli,
             provider=choice,
-            version=await asyncio.to_thread(_version),
+            version=_VERSION,
             store_url=self.store_url,
             channels=self.channel_report,
             processes=self.process_report,
@@ -757,6 +757,11 @@ def _version() -> str:
         return importlib.metadata.version("familiar")
     except importlib.metadata.PackageNotFoundError:
         return "0+unknown"
+
+
+_VERSION = _version()
+"""Read once, on import: the supervisor imports the daemon before it forks the roles,
+which share the answer (reading the installed metadata costs a process ~2 MiB)."""
 
 
 def _wakeups(store: Store, directory: Path, url: str) -> WakeupService:
