@@ -37,13 +37,15 @@ def make_session(
 
     aiohttp's connector, unlike httpcore's pool, does not scan every connection for
     every queued request (the top cost at a thousand concurrent sessions). API calls
-    need no cookies, so none are kept.
+    need no cookies, so none are kept. ``HTTPS_PROXY``/``NO_PROXY`` are honoured, as
+    they were when the providers spoke httpx.
     """
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=limit),
         timeout=timeout,
         cookie_jar=aiohttp.DummyCookieJar(),
         headers=headers,
+        trust_env=True,
     )
 
 

@@ -193,3 +193,24 @@ async def test_fake_runs_as_a_process() -> None:
     finally:
         process.terminate()
         await process.wait()
+
+
+async def test_the_proxy_of_the_environment_is_used(
+    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The host does not resolve: only a proxy can answer, and the fake plays it.
+    proxy = fake.base_url.removesuffix("/v1")
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    config = ProviderConfig(
+        kind="openai", base_url="http://llm.invalid/v1", model="fake-model", api_key="sk-test"
+    )
+    instance = OpenAIProvider(config=config)
+    try:
+        text, _ = await collect(instance, ask("hi"))
+    finally:
+        await instance.aclose()
+
+    assert text
+    assert fake.headers[-1]["Host"] == "llm.invalid"
