@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, func, insert
-from sqlmodel import col, select
+from sqlalchemy import Connection, Row, func, insert, select
 
 from core.event_data import EventPayload, EventType, fields_of, payload_of, type_of
 from core.store.engine import Store
@@ -17,7 +16,8 @@ from core.store.models import EventRow
 
 __all__ = ["Event", "EventLog", "EventPayload", "EventType"]
 
-_INSERT_EVENTS = insert(EventRow.__table__)  # type: ignore[attr-defined]
+_events = EventRow.__table__  # type: ignore[attr-defined]
+_INSERT_EVENTS = insert(_events)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,33 +77,33 @@ class EventLog:
         self, session_key: str, *, message_id: str | None = None, limit: int = 10_000
     ) -> list[Event]:
         """The newest ``limit`` events of a session (of one message, if given), oldest first."""
-        query = select(EventRow).where(col(EventRow.session_key) == session_key)
+        query = select(_events).where(_events.c.session_key == session_key)
         if message_id is not None:
-            query = query.where(col(EventRow.message_id) == message_id)
-        query = query.order_by(col(EventRow.id).desc()).limit(limit)
-        async with self._store.read() as s:
-            rows = (await s.exec(query)).all()
+            query = query.where(_events.c.message_id == message_id)
+        query = query.order_by(_events.c.id.desc()).limit(limit)
+        async with self._store.read() as conn:
+            rows = (await conn.execute(query)).all()
         return [_event_of(r) for r in reversed(rows)]
 
     async def newest_id(self) -> int:
         """The newest event id over all sessions (0 when none)."""
-        async with self._store.read() as s:
-            return int((await s.exec(select(func.max(EventRow.id)))).one() or 0)
+        async with self._store.read() as conn:
+            return int((await conn.execute(select(func.max(_events.c.id)))).scalar() or 0)
 
     async def tail(self, after_id: int, *, types: Sequence[str], limit: int) -> Sequence[Event]:
         """Events of ``types`` newer than ``after_id`` over all sessions, oldest first."""
         query = (
-            select(EventRow)
-            .where(col(EventRow.id) > after_id, col(EventRow.type).in_(list(types)))
-            .order_by(col(EventRow.id))
+            select(_events)
+            .where(_events.c.id > after_id, _events.c.type.in_(list(types)))
+            .order_by(_events.c.id)
             .limit(limit)
         )
-        async with self._store.read() as s:
-            rows = (await s.exec(query)).all()
+        async with self._store.read() as conn:
+            rows = (await conn.execute(query)).all()
         return tuple(_event_of(r) for r in rows)
 
 
-def _event_of(row: EventRow) -> Event:
+def _event_of(row: Row[Any]) -> Event:
     return Event(
         session_key=row.session_key,
         data=payload_of(row.type, json.loads(row.data)),

@@ -285,8 +285,9 @@ class SessionStore:
     # -- standalone ----------------------------------------------------------------------
 
     async def get(self, key: str) -> SessionRow | None:
-        async with self._store.read() as s:
-            return await s.get(SessionRow, key)
+        async with self._store.read() as conn:
+            row = (await conn.execute(select(_sessions).where(_sessions.c.key == key))).first()
+        return None if row is None else SessionRow(**row._mapping)
 
     async def new_epoch(self, key: str, channel: str) -> int:
         """Start a fresh context (/new): history stays stored, the prompt forgets it."""
@@ -306,8 +307,7 @@ class SessionStore:
 
     async def count(self) -> int:
         """How many sessions exist."""
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             return int(
                 (await conn.execute(select(func.count()).select_from(_sessions))).scalar() or 0
             )
@@ -336,8 +336,7 @@ class SessionStore:
         )
         if key is not None:
             query = query.where(_sessions.c.key == key)
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             rows = (await conn.execute(query)).all()
         return [
             SessionInfo(
@@ -359,8 +358,7 @@ class SessionStore:
             .order_by(_history.c.id.desc())
             .limit(limit)
         )
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             rows = (await conn.execute(query)).all()
         return [StoredMessage(int(e), str(r), str(c), bool(u)) for e, r, c, u in reversed(rows)]
 
@@ -414,8 +412,7 @@ class SessionStore:
             .order_by(_history.c.id.desc())
             .limit(limit)
         )
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             rows = (await conn.execute(query)).all()
         return [UnreadReply(int(i), m, str(c), float(t)) for i, m, c, t in reversed(rows)]
 

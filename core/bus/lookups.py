@@ -39,8 +39,7 @@ class SqlLookups:
     _store: Store
 
     async def message_status(self, message_id: str) -> MessageStatus | None:
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             row = (
                 await conn.execute(
                     select(_inbound.c.session_key, _inbound.c.status).where(
@@ -77,8 +76,7 @@ class SqlLookups:
             .order_by(_inbound.c.seq.desc())
             .limit(_RECENT_USER_SCAN)
         )
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             payloads = (await conn.execute(query)).scalars().all()
         for payload in payloads:
             message = InboundMessage.model_validate_json(payload)
@@ -94,8 +92,7 @@ class SqlLookups:
         )
         if session_key is not None:
             query = query.where(_inbound.c.session_key == session_key)
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             counts = {str(k): int(v) for k, v in (await conn.execute(query)).all()}
         return QueueCounts(pending=counts.get("pending", 0), claimed=counts.get("claimed", 0))
 
@@ -108,16 +105,14 @@ class SqlLookups:
         ``_IN_CHUNK`` keys at a time so that no ``IN`` list grows without bound."""
         unique = list(dict.fromkeys(keys))
         rows: list[Row[Any, Any]] = []
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             for start in range(0, len(unique), _IN_CHUNK):
                 chunk = unique[start : start + _IN_CHUNK]
                 rows.extend(await conn.execute(query, {"keys": chunk}))
         return rows
 
     async def newest_seq(self) -> int:
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             return int((await conn.execute(select(func.max(_inbound.c.seq)))).scalar() or 0)
 
     async def channels_after(self, seq: int, *, limit: int) -> list[tuple[int, str]]:
@@ -128,7 +123,6 @@ class SqlLookups:
             .order_by(_inbound.c.seq)
             .limit(limit)
         )
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             rows = (await conn.execute(query)).all()
         return [(int(n), str(json.loads(p)["delivery"]["channel"])) for n, p in rows]

@@ -465,8 +465,7 @@ class SqlBus(SqlLookups):
         if lease_seconds is not None:
             return await self._lease_outbound(channel, limit=limit, lease_seconds=lease_seconds)
         params = {"channel": channel, "now": self._clock(), "limit": limit}
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             rows = (await conn.execute(_DUE_REPLIES, params)).all()
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a in rows]
 

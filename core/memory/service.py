@@ -243,8 +243,7 @@ class MemoryService:
             raise MemoryRefused("limit must be between 1 and 100")
         terms = query_terms(query)
         vector = None if self.semantic is None else await self.semantic.embed_query(query)
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             if scopes is None:
                 scopes = [r[0] for r in (await conn.execute(select(_table.c.scope).distinct()))]
             scopes = [k for k in scopes if "\x00" not in k]
@@ -272,16 +271,14 @@ class MemoryService:
             return []
         if scope is not None:
             query = query.where(_table.c.scope == scope)
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             rows = (await conn.execute(query.limit(limit))).all()
         return [_entry(r) for r in rows]
 
     async def get(self, entry_id: int) -> MemoryEntry | None:
         if not 0 < entry_id <= _MAX_ID:
             return None
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             row = (await conn.execute(select(*_COLUMNS).where(_table.c.id == entry_id))).first()
         return None if row is None else _entry(row)
 

@@ -150,8 +150,7 @@ class VectorIndex:
 
     async def missing(self, limit: int) -> list[tuple[int, str]]:
         """Entries without a vector of this model: ``(id, text)``, oldest first."""
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             rows = await conn.execute(_MISSING, {"m": self._model, "n": limit})
             return [(int(r[0]), str(r[1])) for r in rows.all()]
 
@@ -225,8 +224,8 @@ class VectorIndex:
         """Find the backend now (once; logged at INFO with the reason for a fallback)."""
         if self.backend is not None:
             return self.backend
-        async with self._store.read() as s:
-            return await self._detect(await s.connection())
+        async with self._store.read() as conn:
+            return await self._detect(conn)
 
     async def _detect(self, conn: AsyncConnection) -> Backend:
         backend: Backend = "python" if self._scan_limit > 0 else "none"

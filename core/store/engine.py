@@ -11,8 +11,7 @@ from typing import Any
 from sqlalchemy import Engine, RowMapping, Select, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from core.errors import StoreError, StoreFileError
 from core.store.config import StoreConfig
@@ -41,7 +40,6 @@ class Store:
         self.dialect = parsed.get_backend_name()
         self._engine: AsyncEngine | None = None
         self._autocommit: AsyncEngine | None = None
-        self._sessions: async_sessionmaker[AsyncSession] | None = None
         self._writer: SqliteWriter | None = None
         self._health: StoreHealth | None = None
         self.path = sqlite_path(url) if self.dialect == "sqlite" else None
@@ -92,12 +90,10 @@ class Store:
             _replace_closed_connections(engine.sync_engine)
         self._engine = engine
         if not self.is_sqlite:
+            # Reads on PostgreSQL need no transaction block (READ COMMITTED gives each
+            # statement its own snapshot either way): that saves BEGIN and ROLLBACK round
+            # trips. One-statement writes use it too (see `write_one`).
             self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
-        # Reads on PostgreSQL need no transaction block (READ COMMITTED gives each statement
-        # its own snapshot either way): that saves BEGIN and ROLLBACK round trips.
-        self._sessions = async_sessionmaker(
-            self._autocommit or engine, class_=AsyncSession, expire_on_commit=False
-        )
         if migrate:
             try:
                 async with engine.begin() as conn:
@@ -159,18 +155,19 @@ class Store:
 
     async def fetch(self, query: Select[Any]) -> Sequence[RowMapping]:
         """Run a read ``query`` and return its rows as mappings of their columns."""
-        async with self.read() as session:
-            conn = await session.connection()
+        async with self.read() as conn:
             rows: Sequence[RowMapping] = (await conn.execute(query)).mappings().all()
         return rows
 
     @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncSession]:
-        """A session for reads (no commit)."""
-        if self._sessions is None:
-            raise StoreError("store is not open")
-        async with self._sessions() as session:
-            yield session
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads (never committed).
+
+        A Core connection, not an ORM session: a session's first query costs each
+        process a few MiB of ORM machinery, and every read here is a Core statement.
+        """
+        async with (self._autocommit or self.engine).connect() as conn:
+            yield conn
 
 
 def _replace_closed_connections(engine: Engine) -> None:

@@ -102,8 +102,7 @@ class Leases:
     async def holder(self, name: str) -> LeaseHolder | None:
         """The current holder of ``name`` (None when free or run out)."""
         query = select(_leases.c.owner, _leases.c.until).where(_leases.c.name == name)
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             row = (await conn.execute(query)).first()
         if row is None or row.until < self._clock():
             return None

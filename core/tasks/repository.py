@@ -85,8 +85,7 @@ class TaskRepository:
         if owner_key is not None:
             query = query.where(_tasks.c.owner_key == owner_key)
         query = query.order_by((_tasks.c.id == ref).desc(), _tasks.c.created_at.desc())
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             row = (await conn.execute(query.limit(1))).first()
         return None if row is None else TaskRecord.of(row)
 
@@ -99,8 +98,7 @@ class TaskRepository:
             query = query.where(_tasks.c.owner_key == owner_key)
         if statuses:
             query = query.where(_tasks.c.status.in_(list(statuses)))
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             rows = (await conn.execute(query.limit(limit))).all()
         return [TaskRecord.of(r) for r in rows]
 
@@ -118,15 +116,13 @@ class TaskRepository:
             .order_by(_events.c.id.desc())
             .limit(1)
         )
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             calls = int((await conn.execute(count)).scalar() or 0)
             data = (await conn.execute(last)).scalar()
         return calls, _tool_of(data)
 
     async def _one(self, where: Any) -> TaskRecord | None:
-        async with self._store.read() as s:
-            conn = await s.connection()
+        async with self._store.read() as conn:
             row = (await conn.execute(select(_tasks).where(where).limit(1))).first()
         return None if row is None else TaskRecord.of(row)
 

@@ -53,8 +53,8 @@ async def memory_checks(home: Path, config: FamiliarConfig | None) -> list[Memor
     store = Store(url=url)
     try:
         await store.open(migrate=False)
-        async with store.read() as session:
-            state = await pgvector_state(await session.connection())
+        async with store.read() as conn:
+            state = await pgvector_state(conn)
     except (StoreError, OSError, ImportError) as exc:
         return [MemoryCheck(_NAME, False, f"cannot probe the store: {exc}")]
     finally:

@@ -89,8 +89,7 @@ async def bench(count: int, store_url: str, concurrency: int) -> None:
 
 
 async def _count_rows(store: Store) -> int:
-    async with store.read() as session:
-        conn = await session.connection()
+    async with store.read() as conn:
         query = select(func.count()).select_from(ScheduleRow.__table__)  # type: ignore[attr-defined]
         return int((await conn.execute(query)).scalar_one())
 

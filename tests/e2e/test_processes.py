@@ -437,20 +437,17 @@ async def test_two_schedulers_on_postgresql_fire_each_schedule_once_and_take_ove
 
 async def _leader(store: Store) -> str:
     async def held() -> bool:
-        async with store.read() as s:
-            conn = await s.connection()
+        async with store.read() as conn:
             rows = (await conn.execute(text("SELECT owner FROM leases"))).all()
         return bool(rows)
 
     await eventually(held, timeout=TIMEOUT, what="a leader")
-    async with store.read() as s:
-        conn = await s.connection()
+    async with store.read() as conn:
         return str((await conn.execute(text("SELECT owner FROM leases"))).scalar_one())
 
 
 async def _firings(store: Store) -> dict[int, int]:
-    async with store.read() as s:
-        conn = await s.connection()
+    async with store.read() as conn:
         payloads = (await conn.execute(text("SELECT payload FROM inbound"))).scalars().all()
     counts: dict[int, int] = {}
     for payload in payloads:

@@ -259,12 +259,11 @@ async def test_redelivered_turn_does_not_duplicate_the_approval(
     ) as (app, replies):
         (asked,) = await replies.wait([ask.id])
         aid = approval_id(asked.text)
-        async with app.store.read() as session:
-            rows = (
-                await session.exec(select(ApprovalRow).where(col(ApprovalRow.message_id) == ask.id))
-            ).all()
+        async with app.store.read() as conn:
+            query = select(ApprovalRow.id).where(col(ApprovalRow.message_id) == ask.id)
+            ids = (await conn.execute(query)).scalars().all()
         events = await app.events.list("cli:a")
-    assert [r.id for r in rows] == [aid]
+    assert list(ids) == [aid]
     assert [e.type for e in events].count(EventType.APPROVAL_REQUESTED) == 1
 
 

@@ -58,8 +58,9 @@ async def test_sigkill_mid_turn_then_restart(store_url: str, tmp_path: Path) -> 
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
 
-        async with store.read() as s:
-            status = (await s.exec(select(InboundRow.status).where(InboundRow.id == slow.id))).one()
+        async with store.read() as conn:
+            query = select(InboundRow.status).where(InboundRow.id == slow.id)
+            status = (await conn.execute(query)).scalar_one()
         assert status == "claimed"  # the kill really happened mid-turn
 
         proc = await _spawn(store_url, tmp_path / "ws", fake.base_url)
@@ -67,16 +68,16 @@ async def test_sigkill_mid_turn_then_restart(store_url: str, tmp_path: Path) -> 
             ids = {m.id for m in (slow, after, *others)}
 
             async def all_done() -> bool:
-                async with store.read() as s:
-                    rows = (await s.exec(select(InboundRow.id, InboundRow.status))).all()
+                async with store.read() as conn:
+                    rows = (await conn.execute(select(InboundRow.id, InboundRow.status))).all()
                 return all(st == "done" for i, st in rows if i in ids)
 
             await eventually(all_done, timeout=60, what="every message is done")
         finally:
             proc.send_signal(signal.SIGKILL)
             await proc.wait()
-    async with store.read() as s:
-        replies = (await s.exec(select(OutboundRow.inbound_id, OutboundRow.payload))).all()
+    async with store.read() as conn:
+        replies = (await conn.execute(select(OutboundRow.inbound_id, OutboundRow.payload))).all()
     await store.close()
     per_inbound = Counter(i for i, _ in replies)
     assert set(per_inbound) == ids

@@ -70,12 +70,12 @@ async def heartbeat_core(
 async def wait_delivered(app: CoreApp, inbound_id: str) -> None:
     async with asyncio.timeout(30):
         while True:
-            async with app.store.read() as s:
+            async with app.store.read() as conn:
                 status = (
-                    await s.exec(
+                    await conn.execute(
                         select(OutboundRow.status).where(col(OutboundRow.inbound_id) == inbound_id)
                     )
-                ).first()
+                ).scalar()
             if status == "delivered":
                 return
             await asyncio.sleep(0.05)

@@ -156,8 +156,7 @@ async def drive(store_url: str, tmp_path: Path, *, fail_summary: bool) -> None:
         turn_requests = [r for r in provider.requests if not r.system.startswith(SUMMARY_MARK)]
         assert len(turn_requests) == turns
         assert max(prompt_tokens(r) for r in turn_requests) <= budget
-        async with app.store.read() as s:
-            conn = await s.connection()
+        async with app.store.read() as conn:
             count = select(func.count()).where(HistoryRow.session_key == "cli:long")  # type: ignore[arg-type]
             stored = (await conn.execute(count)).scalar()
         assert stored == 2 * turns  # every raw message is still there

@@ -44,8 +44,8 @@ async def _offered(store_url: str) -> tuple[str, str]:
         if store.is_sqlite:
             problem = await asyncio.to_thread(sqlite_vec_problem)
             return ("sqlite-vec", "") if problem is None else ("python fallback", problem)
-        async with store.read() as s:
-            state = await pgvector_state(await s.connection())
+        async with store.read() as conn:
+            state = await pgvector_state(conn)
         if state == "missing":
             return "python fallback", PGVECTOR_STATES[state]
         return "pgvector", PGVECTOR_STATES[state]

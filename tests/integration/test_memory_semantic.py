@@ -43,8 +43,7 @@ def _service(store: Store, base_url: str) -> MemoryService:
 
 
 async def _vectors(store: Store) -> int:
-    async with store.read() as s:
-        conn = await s.connection()
+    async with store.read() as conn:
         return int((await conn.execute(text("SELECT count(*) FROM memory_vectors"))).scalar_one())
 
 
@@ -122,8 +121,8 @@ async def _expected_backend(store: Store) -> tuple[str, str]:
     if store.is_sqlite:
         problem = await asyncio.to_thread(sqlite_vec_problem)
         return ("sqlite-vec", "") if problem is None else ("python", problem)
-    async with store.read() as s:
-        state = await pgvector_state(await s.connection())
+    async with store.read() as conn:
+        state = await pgvector_state(conn)
     return ("python", PGVECTOR_STATES[state]) if state == "missing" else ("pgvector", "")
 
 

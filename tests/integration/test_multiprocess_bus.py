@@ -261,8 +261,7 @@ async def _row(store: Store, inbound_id: str) -> tuple[str, int, str | None] | N
     query = select(OutboundRow.status, OutboundRow.attempts, OutboundRow.last_error).where(
         OutboundRow.inbound_id == inbound_id, OutboundRow.status == "delivered"
     )
-    async with store.read() as session:
-        conn = await session.connection()
+    async with store.read() as conn:
         row = (await conn.execute(query)).first()
     return None if row is None else (str(row[0]), int(row[1]), row[2])
 

@@ -36,8 +36,7 @@ async def test_pooled_connections_the_server_closed_are_replaced(pg_url: str) ->
         # Each kind of use gets a live connection at its first try.
         assert await store.transact(backend) not in pooled
         assert await store.write_one(backend) not in pooled
-        async with store.read() as session:
-            conn = await session.connection()
+        async with store.read() as conn:
             assert (await conn.execute(text("SELECT 1"))).scalar_one() == 1
     finally:
         await store.close()

@@ -66,8 +66,9 @@ async def svc(store: Store, clock: Clock) -> AsyncIterator[ScheduleService]:
 
 
 async def inbound(store: Store) -> list[InboundMessage]:
-    async with store.read() as s:
-        rows = (await s.exec(select(InboundRow.payload).order_by(col(InboundRow.seq)))).all()
+    async with store.read() as conn:
+        query = select(InboundRow.payload).order_by(col(InboundRow.seq))
+        rows = (await conn.execute(query)).scalars().all()
     return [InboundMessage.model_validate_json(p) for p in rows]
 
 
