@@ -284,10 +284,10 @@ class SessionStore:
 
     # -- standalone ----------------------------------------------------------------------
 
-    async def get(self, key: str) -> SessionRow | None:
+    async def get(self, key: str) -> SessionState | None:
         async with self._store.read() as conn:
-            row = (await conn.execute(select(_sessions).where(_sessions.c.key == key))).first()
-        return None if row is None else SessionRow(**row._mapping)
+            row = (await conn.execute(_SESSION_COLUMNS, {"key": key})).first()
+        return None if row is None else SessionState(*row)
 
     async def new_epoch(self, key: str, channel: str) -> int:
         """Start a fresh context (/new): history stays stored, the prompt forgets it."""

@@ -99,13 +99,7 @@ def supervise_or_none(home: Path) -> int | None:
     supervisor = Supervisor(home, config)
     if become_subreaper():
         # Imported before the fork, so the zygote and every role share these pages.
-        from sqlalchemy.orm import configure_mappers
-
         from gateway.daemon import main as role_main
-
-        # Likewise the ORM's mapping of every table, which each role's first ORM query
-        # would otherwise build for itself (~2 MiB).
-        configure_mappers()
 
         supervisor.zygote = Zygote.fork(role_main, close_fds=(supervisor.parent_w,))
     return asyncio.run(supervisor.run())
