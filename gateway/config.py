@@ -298,6 +298,19 @@ def _describe(error: dict[str, Any]) -> str:
     return f"{key}: {error['msg']}"
 
 
+@cache
+def _bound_to(model: type[FamiliarConfig], path: Path) -> type[FamiliarConfig]:
+    """``model`` reading ``path``: pydantic-settings takes the TOML file from
+    ``model_config``, so it is bound in a subclass. Made once per file: pydantic builds
+    the subclass's whole schema again (~4 MiB), and the roles forked after the supervisor
+    loaded the configuration use its class instead of their own."""
+    return type(
+        "FamiliarConfig",
+        (model,),
+        {"__module__": __name__, "model_config": {**model.model_config, "toml_file": path}},
+    )
+
+
 def load_config(
     home: Path, *, channel_plugins: ChannelPlugins | None = None, **overrides: Any
 ) -> FamiliarConfig:
@@ -311,14 +324,8 @@ def load_config(
     """
     path = home / CONFIG_FILE
     model = config_model(discover_channels() if channel_plugins is None else channel_plugins)
-    # pydantic-settings reads the TOML path from model_config: bind it in a subclass.
-    bound = type(
-        "FamiliarConfig",
-        (model,),
-        {"__module__": __name__, "model_config": {**model.model_config, "toml_file": path}},
-    )
     try:
-        config: FamiliarConfig = bound(**overrides)
+        config: FamiliarConfig = _bound_to(model, path)(**overrides)
         return config
     except ValidationError as exc:
         problems = [_describe(e) for e in exc.errors()]  # type: ignore[arg-type]

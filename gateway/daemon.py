@@ -48,7 +48,7 @@ from gateway.control.server import ControlServer, ControlState, build_control_ap
 from gateway.delivery import DeliveryFailures, delivery_worker
 from gateway.home_files import SocketPathTaken, check_socket_path, secure_home
 from gateway.http_errors import body_checks
-from gateway.init import RUN_DIR, prepare_home, unusable_home
+from gateway.init import RUN_DIR, LoadedHome, prepare_home, unusable_home
 from gateway.lock import CHANNELS_LOCK_FILE, LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.masking import mask_url
@@ -99,7 +99,13 @@ ROLES: tuple[Role, ...] = get_args(Role)
 _DRAIN_SECONDS = 2.0
 
 
-def run_gateway(home: Path, role: Role | None = None, channel: str | None = None) -> int:
+def run_gateway(
+    home: Path,
+    role: Role | None = None,
+    channel: str | None = None,
+    *,
+    loaded: LoadedHome | None = None,
+) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status.
 
     Without ``role``, what ``gateway.processes`` says: the supervisor of the role
@@ -109,7 +115,8 @@ def run_gateway(home: Path, role: Role | None = None, channel: str | None = None
 
     0 after a clean stop, 78 (EX_CONFIG) for bad configuration, 1 for other failures
     to start (another gateway on this home, unreachable or damaged store...) and when
-    the database file is lost while serving.
+    the database file is lost while serving. ``loaded``: the home as the supervisor
+    prepared it (a role it forked), used instead of reading it again.
     """
     if role is None and channel is None:
         from gateway.processes import supervise_or_none
@@ -117,7 +124,7 @@ def run_gateway(home: Path, role: Role | None = None, channel: str | None = None
         code = supervise_or_none(home)
         if code is not None:
             return code
-    return asyncio.run(serve(home, role=role, channel=channel))
+    return asyncio.run(serve(home, role=role, channel=channel, loaded=loaded))
 
 
 async def serve(
@@ -130,6 +137,7 @@ async def serve(
     entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
     role: Role | None = None,
     channel: str | None = None,
+    loaded: LoadedHome | None = None,
 ) -> int:
     """Start every part of the gateway, serve until stopped, shut down gracefully.
 
@@ -147,19 +155,24 @@ async def serve(
             None runs every part in this process (``gateway.processes = "single"``).
         channel: run only this channel (``channel_processes = "per-channel"``: the
             ``channel:<name>`` process); implies the ``channels`` role.
+        loaded: the home's plugins and configuration as the supervisor prepared them
+            (a forked role); used when it is this home, instead of reading them again.
 
     Returns:
         The process exit status (see `run_gateway`).
     """
     home = await asyncio.to_thread(_absolute, home)
-    setup_logging(LogConfig())
-    plugins = await asyncio.to_thread(discover_channels, entry_points)
-    try:
-        config = await asyncio.to_thread(
-            prepare_home, home, channel_plugins=plugins, **(config_overrides or {})
-        )
-    except (ConfigError, OSError) as exc:
-        return unusable_home(home, exc)
+    if loaded is not None and loaded.home == home:
+        plugins, config = loaded.plugins, loaded.config
+    else:
+        setup_logging(LogConfig())
+        plugins = await asyncio.to_thread(discover_channels, entry_points)
+        try:
+            config = await asyncio.to_thread(
+                prepare_home, home, channel_plugins=plugins, **(config_overrides or {})
+            )
+        except (ConfigError, OSError) as exc:
+            return unusable_home(home, exc)
     setup_logging(config.log)
     for reason in plugins.broken.values():
         log.warning("%s", reason)
@@ -785,9 +798,9 @@ def _parent_fd(env: Mapping[str, str]) -> int | None:
     return int(value)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, *, loaded: LoadedHome | None = None) -> None:
     """``python -m gateway.daemon [--home DIR] [--role ROLE [--channel NAME] | --migrate]``:
-    run in the foreground."""
+    run in the foreground (``loaded``: see `run_gateway`)."""
     parser = argparse.ArgumentParser(prog="python -m gateway.daemon", description=__doc__)
     parser.add_argument("--home", type=Path, default=None, help="familiar home directory")
     parser.add_argument("--role", choices=ROLES, default=None, help="run only this role")
@@ -806,7 +819,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.role is not None:
             parser.error("--migrate runs no role")
         sys.exit(asyncio.run(migrate_store(_absolute(args.home or default_home()))))
-    sys.exit(run_gateway(args.home or default_home(), role=args.role, channel=args.channel))
+    home = args.home or default_home()
+    sys.exit(run_gateway(home, role=args.role, channel=args.channel, loaded=loaded))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,14 @@ from gateway.home import RUN_DIR
 from gateway.plugins import ChannelPlugins, discover_channels
 from gateway.process_table import EX_CONFIG
 
-__all__ = ["RUN_DIR", "init_home", "prepare_home", "render_default_config", "unusable_home"]
+__all__ = [
+    "RUN_DIR",
+    "LoadedHome",
+    "init_home",
+    "prepare_home",
+    "render_default_config",
+    "unusable_home",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +46,21 @@ _HEADER = """\
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ATTRIBUTE = re.compile(r"(\w+)(?:\s*\(.*?\))?:\s*(.*)")
 _INLINE_MAX = 60
+
+
+@dataclass(frozen=True)
+class LoadedHome:
+    """A home as the supervisor prepared it, handed to the roles it forks.
+
+    A forked role uses this configuration instead of reading and validating it again:
+    every role then runs the configuration the supervisor started with (edits apply
+    when the gateway restarts), and validating it again cost each role ~2 MiB of
+    private memory (pydantic's work writes to pages the roles would otherwise share).
+    """
+
+    home: Path
+    plugins: ChannelPlugins
+    config: FamiliarConfig
 
 
 def prepare_home(

@@ -43,12 +43,15 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from core.errors import ConfigError
-from gateway.config import FamiliarConfig, workspace_dir
+from core.store.sqlite_file import sqlite_path
+from core.store.warm import warm_up
+from gateway.config import FamiliarConfig, store_url, workspace_dir
 from gateway.home_files import secure_home
-from gateway.init import RUN_DIR, prepare_home, unusable_home
+from gateway.init import RUN_DIR, LoadedHome, prepare_home, unusable_home
 from gateway.lock import LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.plugins import discover_channels
@@ -101,7 +104,12 @@ def supervise_or_none(home: Path) -> int | None:
         # Imported before the fork, so the zygote and every role share these pages.
         from gateway.daemon import main as role_main
 
-        supervisor.zygote = Zygote.fork(role_main, close_fds=(supervisor.parent_w,))
+        if sqlite_path(store_url(home, config)) is not None:
+            warm_up()  # the roles' store code runs once here, so they share what it writes
+        loaded = LoadedHome(home=home, plugins=plugins, config=config)
+        supervisor.zygote = Zygote.fork(
+            partial(role_main, loaded=loaded), close_fds=(supervisor.parent_w,)
+        )
     return asyncio.run(supervisor.run())
 
 

@@ -572,3 +572,29 @@ async def test_roles_are_forked_by_the_zygote_and_restarted_without_it(home: Pat
             await eventually(lambda: bool(_replies(home, message_id)), timeout=TIMEOUT)
             assert _replies(home, message_id)[0][0] == "echo: still answered"
             assert await gw.stop() == 0
+
+
+async def test_a_restarted_role_keeps_the_configuration_the_gateway_started_with(
+    home: Path,
+) -> None:
+    async with fake_openai() as url:
+        write_config(home, url, workers=1)
+        async with running(home) as gw:
+            await gw.wait_ready()
+            first = gw.table()["agent-1"]["pid"]
+            # An edit takes effect when the gateway restarts, not in one role meanwhile:
+            # even a broken file leaves a crashed role starting as before.
+            (home / "config.toml").write_text("[agent\nbroken = ")
+            os.kill(first, signal.SIGKILL)
+
+            def restarted() -> bool:
+                row = gw.table().get("agent-1", {})
+                return row.get("state") == "running" and row.get("pid") not in (None, first)
+
+            await eventually(restarted, timeout=TIMEOUT, what="agent-1 restarted")
+            again = gw.table()["agent-1"]["pid"]
+            assert "--role" not in _cmdline(again)  # forked, with the supervisor's config
+            message_id = await gw.submit("cli:kept", "same config")
+            await eventually(lambda: bool(_replies(home, message_id)), timeout=TIMEOUT)
+            assert _replies(home, message_id)[0][0] == "echo: same config"
+            assert await gw.stop() == 0
