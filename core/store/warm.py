@@ -10,6 +10,8 @@ memory; after `warm_up` ran in the supervisor it costs ~7.8 MiB (docs/design-not
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 
 from sqlalchemy import Connection, text
 
@@ -17,8 +19,11 @@ from core.store.engine import Store
 
 __all__ = ["warm_up"]
 
+log = logging.getLogger(__name__)
+
 _IN_MEMORY = "sqlite+aiosqlite://"
 _ONE = text("SELECT 1")
+_JOIN_SECONDS = 10.0
 
 
 def warm_up() -> None:
@@ -27,7 +32,13 @@ def warm_up() -> None:
     Only the SQLite code is run: on PostgreSQL a role's first connection costs its own
     pages either way, and the supervisor should not need the database to start.
     """
+    before = set(threading.enumerate())
     asyncio.run(_round_trip())
+    for thread in set(threading.enumerate()) - before:
+        # aiosqlite's connection threads end just after the close they answered.
+        thread.join(timeout=_JOIN_SECONDS)
+        if thread.is_alive():  # not seen; the fork that follows would copy it stopped
+            log.warning("store warm-up: thread %s did not end", thread.name)
 
 
 async def _round_trip() -> None:
