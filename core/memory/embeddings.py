@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from core.memory.config import EmbeddingsConfig
 from core.providers.body import encode_body
@@ -45,7 +46,9 @@ class EmbeddingClient:
             return []
         if self._session is None:
             timeout = self._config.timeout
-            self._session = make_session(client_timeout(connect=timeout, read=timeout), limit=4)
+            self._session = make_session(
+                client_timeout(connect=timeout, read=timeout), endpoint=URL(self._url), limit=4
+            )
         body: dict[str, Any] = {"model": self._config.model, "input": list(texts)}
         if self._config.dimensions is not None:
             body["dimensions"] = self._config.dimensions

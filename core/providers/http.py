@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -29,6 +30,7 @@ def client_timeout(
 def make_session(
     timeout: aiohttp.ClientTimeout,
     *,
+    endpoint: URL,
     limit: int = 1000,
     headers: Mapping[str, str] | None = None,
 ) -> aiohttp.ClientSession:
@@ -37,16 +39,25 @@ def make_session(
 
     aiohttp's connector, unlike httpcore's pool, does not scan every connection for
     every queued request (the top cost at a thousand concurrent sessions). API calls
-    need no cookies, so none are kept. ``HTTPS_PROXY``/``NO_PROXY`` are honoured, as
-    they were when the providers spoke httpx.
+    need no cookies, so none are kept. The environment's proxy for ``endpoint``
+    (``HTTPS_PROXY``, ``NO_PROXY``...) is honoured, as it was when the providers spoke
+    httpx; it is looked up once here (aiohttp's ``trust_env`` reads ~/.netrc on every
+    request).
     """
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=limit),
         timeout=timeout,
         cookie_jar=aiohttp.DummyCookieJar(),
         headers=headers,
-        trust_env=True,
+        proxy=env_proxy(endpoint),
     )
+
+
+def env_proxy(endpoint: URL) -> str | None:
+    """The proxy the environment names for ``endpoint`` (None: connect directly)."""
+    if endpoint.host is None or urllib.request.proxy_bypass(endpoint.host):
+        return None
+    return urllib.request.getproxies().get(endpoint.scheme)
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:
@@ -127,7 +138,9 @@ class HttpProvider:
         replace the session's (those given to ``__init__``).
         """
         if self._session is None:
-            self._session = make_session(self._timeout(total=None), headers=self._headers)
+            self._session = make_session(
+                self._timeout(total=None), endpoint=self._url, headers=self._headers
+            )
         remaining = deadline - asyncio.get_running_loop().time()
         return self._session.post(
             self._url,
