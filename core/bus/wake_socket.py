@@ -5,9 +5,11 @@ left on disk by a killed process) and drops a marker file of the same name in th
 shared directory; a wake-up is a datagram sent to every other marker's socket. Notes
 announced during one event-loop iteration are coalesced into one datagram per peer (a
 burst of a thousand publishes costs a few sends, not thousands), and repeated notes
-(``inbound``) are sent once. Nothing blocks: a peer whose queue is
-full misses the note and falls back to its poll; a socket nobody listens on any more
-(a killed process) is removed by the first sender that finds it dead.
+(``inbound``) are sent once. Nothing blocks: a peer whose queue is full (Linux
+queues 10 datagrams per socket by default, ``net.unix.max_dgram_qlen``) gets the note
+a moment later, ahead of newer ones, sent again every few milliseconds for up to a
+second (then its poll covers it); a socket nobody listens on any more (a killed
+process) is removed by the first sender that finds it dead.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ _RESCAN_SECONDS = 5.0
 """How old the list of peers may get before a send lists the directory again (it is
 listed again at once when the directory's mtime moves)."""
 _MAX_DATAGRAM = 48 * 1024
+_RETRY_SECONDS = 0.002
+"""How soon notes a full peer did not take are sent again."""
+_GIVE_UP_SECONDS = 1.0
+"""How long a peer may stay full before its held notes are dropped (its poll covers
+them): a stopped process must not hold notes for ever."""
 _ORDERED = frozenset({"eph", "metric", "sub", "unsub"})
 """Topics whose every note counts (the others are level-triggered and deduplicated)."""
 
@@ -58,11 +65,13 @@ class SocketWakeups:
         self._listed = 0.0
         self._pending: dict[str, list[str]] = {}
         self._flush_scheduled = False
+        self._full_since: dict[str, float] = {}
+        self._retry: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.sent = 0
         """Datagrams sent (for benchmarks)."""
         self.dropped = 0
-        """Datagrams a full or vanished peer did not take."""
+        """Datagrams a vanished peer, or one full for too long, did not take."""
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -91,6 +100,11 @@ class SocketWakeups:
 
     async def stop(self) -> None:
         self._flush()
+        if self.dropped:
+            log.info("wake-ups not taken by peers dropped=%d sent=%d", self.dropped, self.sent)
+        if self._retry is not None:  # a full peer's notes: its poll covers them
+            self._retry.cancel()
+            self._retry = None
         sock, self._sock = self._sock, None
         if sock is None:
             return
@@ -160,26 +174,45 @@ class SocketWakeups:
         if sock is None:
             return
         for peer, lines in pending.items():
-            for payload in _chunks(lines):
-                if not self._send(sock, peer, payload):
-                    break
+            if unsent := self._send(sock, peer, _chunks(lines)):
+                self._hold(peer, unsent)
+            else:
+                self._full_since.pop(peer, None)
 
-    def _send(self, sock: socket.socket, peer: str, payload: bytes) -> bool:
-        try:
-            sock.sendto(payload, self._address(peer))
-        except BlockingIOError:
+    def _send(self, sock: socket.socket, peer: str, chunks: list[bytes]) -> list[str]:
+        """Send ``chunks`` to ``peer``; the lines it had no room for yet (else empty)."""
+        for index, payload in enumerate(chunks):
+            try:
+                sock.sendto(payload, self._address(peer))
+            except BlockingIOError:
+                return [line.decode() for chunk in chunks[index:] for line in chunk.split(b"\n")]
+            except (ConnectionRefusedError, FileNotFoundError):
+                self.dropped += len(chunks) - index
+                self._forget(peer, stale=True)
+                return []
+            except OSError as exc:
+                self.dropped += len(chunks) - index
+                log.debug("wake-up to %s failed: %s", peer, exc)
+                return []
+            self.sent += 1
+        return []
+
+    def _hold(self, peer: str, lines: list[str]) -> None:
+        """Keep what a full peer did not take, ahead of newer notes, and send it again
+        soon; after `_GIVE_UP_SECONDS` of a full queue, drop it (the peer polls)."""
+        now = time.monotonic()
+        if self._loop is None or now - self._full_since.setdefault(peer, now) > _GIVE_UP_SECONDS:
             self.dropped += 1
-            return True
-        except (ConnectionRefusedError, FileNotFoundError):
-            self.dropped += 1
-            self._forget(peer, stale=True)
-            return False
-        except OSError as exc:
-            self.dropped += 1
-            log.debug("wake-up to %s failed: %s", peer, exc)
-            return False
-        self.sent += 1
-        return True
+            self._full_since.pop(peer, None)
+            return
+        self._pending[peer] = lines + self._pending.get(peer, [])
+        if self._retry is None:
+            self._retry = self._loop.call_later(_RETRY_SECONDS, self._send_held)
+
+    def _send_held(self) -> None:
+        self._retry = None
+        if not self._flush_scheduled:
+            self._flush()
 
     def _forget(self, peer: str, *, stale: bool) -> None:
         with contextlib.suppress(ValueError):

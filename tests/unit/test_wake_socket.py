@@ -122,3 +122,28 @@ async def test_a_process_that_starts_later_learns_the_subscriptions(tmp_path: Pa
                 await agent_wake.stop()
     finally:
         await front_wake.stop()
+
+
+async def test_a_full_peer_gets_its_notes_once_it_reads_again(tmp_path: Path) -> None:
+    wake = tmp_path / "wake"
+    a, b = SocketWakeups(wake), SocketWakeups(wake)
+    await a.start()
+    await b.start()
+    try:
+        deltas: list[str] = []
+        b.on("eph", lambda data, _peer: deltas.append(data))
+        await asyncio.sleep(0.05)  # the hellos are read
+        loop = asyncio.get_running_loop()
+        assert b._sock is not None
+        loop.remove_reader(b._sock.fileno())  # b is busy: its queue fills up
+        for index in range(40):  # one datagram per loop iteration
+            a.send_to(b.name, ("eph", str(index)))
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)
+        loop.add_reader(b._sock.fileno(), b._receive)  # b reads again
+        await eventually(lambda: len(deltas) == 40, timeout=10)
+        assert deltas == [str(index) for index in range(40)]  # none lost, in order
+        assert a.dropped == 0
+    finally:
+        await a.stop()
+        await b.stop()
