@@ -44,7 +44,12 @@ from gateway.config import (
     workspace_dir,
 )
 from gateway.control.schedules import add_schedule_routes
-from gateway.control.server import ControlServer, ControlState, build_control_app
+from gateway.control.server import (
+    DEFAULT_BACKLOG,
+    ControlServer,
+    ControlState,
+    build_control_app,
+)
 from gateway.delivery import DeliveryFailures, delivery_worker
 from gateway.home_files import SocketPathTaken, check_socket_path, secure_home
 from gateway.http_errors import body_checks
@@ -641,7 +646,11 @@ class _Gateway:
         http = self.config.http
         self.http_runner = web.AppRunner(self.http_app, access_log=None, shutdown_timeout=5.0)
         await self.http_runner.setup()
-        self.http_site = web.TCPSite(self.http_runner, http.host, http.port)
+        # aiohttp's default backlog (128) drops the SYNs of a larger burst of webhook
+        # callers, and each of those waits a second for TCP's retransmission.
+        self.http_site = web.TCPSite(
+            self.http_runner, http.host, http.port, backlog=DEFAULT_BACKLOG
+        )
         await self.http_site.start()
         self.listening.add("http")
         host, port = self.http_runner.addresses[0][:2]

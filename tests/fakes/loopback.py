@@ -41,7 +41,9 @@ class LoopbackServer:
         self.routes(app)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        # A real API takes a burst of a thousand connections; aiohttp's default backlog
+        # (128) would drop SYNs and stall each dropped caller a second (TCP's retry).
+        await web.TCPSite(self._runner, "127.0.0.1", self.port, backlog=4096).start()
         self.port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
