@@ -19,7 +19,6 @@ from core.providers.base import (
     ToolSpec,
     Usage,
 )
-from core.providers.body import ToolsJson, encode_body
 from core.providers.config import DEFAULT_BASE_URLS, ProviderConfig
 from core.providers.http import HttpProvider
 from core.providers.retry import (
@@ -88,8 +87,8 @@ class AnthropicProvider(HttpProvider):
                 "anthropic-version": ANTHROPIC_VERSION,
                 **({"x-api-key": key.get_secret_value()} if key else {}),
             },
+            tool_json=_tool_json,
         )
-        self._tools = ToolsJson(_tool_json)
 
     async def _stream_once(
         self, request: ChatRequest, deadline: float
@@ -114,18 +113,8 @@ class AnthropicProvider(HttpProvider):
                         break
         yield state.completion()
 
-    async def _complete_once(
-        self, request: ChatRequest, deadline: float
-    ) -> AsyncGenerator[StreamEvent, None]:
-        body = self._body(request, stream=False)
-        async with self._post(body, deadline=deadline) as response:
-            await raise_for_status(response)
-            data = await response.read()
-        yield _parse_message(parse_json(data))
-
-    def _body(self, request: ChatRequest, *, stream: bool) -> bytes:
-        tools = self._tools.encode(request.tools) if request.tools else None
-        return encode_body(self._payload(request, stream=stream), tools=tools)
+    def _final(self, body: Any) -> Completion:
+        return _parse_message(body)
 
     def _payload(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         """The body without its tools (:meth:`_body` splices in their cached JSON)."""

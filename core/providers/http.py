@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import urllib.request
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 from yarl import URL
 
-from core.providers.base import ChatRequest, Completion, StreamEvent
+from core.providers.base import ChatRequest, Completion, StreamEvent, ToolSpec
+from core.providers.body import ToolsJson, encode_body
 from core.providers.config import ProviderConfig
-from core.providers.retry import RetryPolicy, final_completion
+from core.providers.retry import RetryPolicy, final_completion, parse_json, raise_for_status
 
 __all__ = ["HttpProvider", "client_timeout", "make_session", "split_credentials"]
 
@@ -79,9 +81,10 @@ def split_credentials(url: str) -> tuple[str, str | None]:
 class HttpProvider:
     """What the HTTP providers share: endpoint, timeouts, retries, and the session's life.
 
-    Subclasses call ``__init__`` with their endpoint path and headers (their key header
-    among them), and implement one streaming and one non-streaming attempt with
-    :meth:`_post`.
+    Subclasses call ``__init__`` with their endpoint path, headers (their key header
+    among them) and their tools' JSON shape, and give the payload (:meth:`_payload`),
+    one streamed attempt (:meth:`_stream_once`, with :meth:`_post`) and the parse of a
+    non-streamed answer (:meth:`_final`).
     """
 
     def __init__(
@@ -92,8 +95,10 @@ class HttpProvider:
         model: str,
         path: str,
         headers: Mapping[str, str],
+        tool_json: Callable[[ToolSpec], dict[str, Any]],
     ) -> None:
         self._config = config
+        self._tools = ToolsJson(tool_json)
         self._model = model
         url, basic_auth = split_credentials(f"{base_url}{path}")
         self._url = URL(url)
@@ -155,12 +160,28 @@ class HttpProvider:
             connect=self._config.timeout_connect, read=self._config.timeout_read, total=total
         )
 
+    def _body(self, request: ChatRequest, *, stream: bool) -> bytes:
+        """The request body: :meth:`_payload`, with the tools' cached JSON spliced in."""
+        tools = self._tools.encode(request.tools) if request.tools else None
+        return encode_body(self._payload(request, stream=stream), tools=tools)
+
+    async def _complete_once(
+        self, request: ChatRequest, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
+        async with self._post(self._body(request, stream=False), deadline=deadline) as response:
+            await raise_for_status(response)
+            data = await response.read()
+        yield self._final(parse_json(data))
+
     def _stream_once(
         self, request: ChatRequest, deadline: float
     ) -> AsyncGenerator[StreamEvent, None]:
         raise NotImplementedError
 
-    def _complete_once(
-        self, request: ChatRequest, deadline: float
-    ) -> AsyncGenerator[StreamEvent, None]:
+    def _payload(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        """The body without its tools, in the API's shape."""
+        raise NotImplementedError
+
+    def _final(self, body: Any) -> Completion:
+        """The :class:`Completion` of a non-streamed answer's body."""
         raise NotImplementedError

@@ -20,7 +20,6 @@ from core.providers.base import (
     ToolSpec,
     Usage,
 )
-from core.providers.body import ToolsJson, encode_body
 from core.providers.config import DEFAULT_BASE_URLS, ProviderConfig
 from core.providers.http import HttpProvider
 from core.providers.retry import (
@@ -76,8 +75,8 @@ class OpenAIProvider(HttpProvider):
                 "Accept": "application/json",
                 **({"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}),
             },
+            tool_json=_tool_json,
         )
-        self._tools = ToolsJson(_tool_json)
 
     async def _stream_once(
         self, request: ChatRequest, deadline: float
@@ -98,18 +97,8 @@ class OpenAIProvider(HttpProvider):
                             yield TextDelta(text=text)
         yield state.completion()
 
-    async def _complete_once(
-        self, request: ChatRequest, deadline: float
-    ) -> AsyncGenerator[StreamEvent, None]:
-        body = self._body(request, stream=False)
-        async with self._post(body, deadline=deadline) as response:
-            await raise_for_status(response)
-            data = await response.read()
-        yield _parse_completion(parse_json(data))
-
-    def _body(self, request: ChatRequest, *, stream: bool) -> bytes:
-        tools = self._tools.encode(request.tools) if request.tools else None
-        return encode_body(self._payload(request, stream=stream), tools=tools)
+    def _final(self, body: Any) -> Completion:
+        return _parse_completion(body)
 
     def _payload(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         """The body without its tools (:meth:`_body` splices in their cached JSON)."""

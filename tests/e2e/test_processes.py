@@ -120,6 +120,22 @@ class Gateway(ControlSocket):
             assert r.status == 200, await r.text()
             return [json.loads(line) async for line in r.content if line.strip()]
 
+    async def wait_restarted(self, name: str, old_pid: int) -> int:
+        """Wait until role ``name`` runs again under a new pid; that pid."""
+
+        def restarted() -> bool:
+            row = self.table().get(name, {})
+            return row.get("state") == "running" and row.get("pid") not in (None, old_pid)
+
+        await eventually(restarted, timeout=TIMEOUT, what=f"{name} restarted")
+        return int(self.table()[name]["pid"])
+
+    async def answers(self, key: str, text: str) -> None:
+        """Submit ``text`` and wait for the fake's echo to be stored as its reply."""
+        message_id = await self.submit(key, text)
+        await eventually(lambda: bool(_replies(self.home, message_id)), timeout=TIMEOUT)
+        assert _replies(self.home, message_id)[0][0] == f"echo: {text}"
+
     async def stop(self) -> int:
         assert self.proc is not None
         if self.proc.returncode is None:
@@ -555,22 +571,11 @@ async def test_roles_are_forked_by_the_zygote_and_restarted_without_it(home: Pat
             # Reaped by the supervisor: no zombie is left.
             await eventually(lambda: not Path(f"/proc/{zygote}").exists(), timeout=TIMEOUT)
             os.kill(roles["agent-1"], signal.SIGKILL)
-
-            def restarted() -> bool:
-                row = gw.table().get("agent-1", {})
-                return row.get("state") == "running" and row.get("pid") not in (
-                    None,
-                    roles["agent-1"],
-                )
-
-            await eventually(restarted, timeout=TIMEOUT, what="agent-1 restarted")
-            again = gw.table()["agent-1"]["pid"]
+            again = await gw.wait_restarted("agent-1", roles["agent-1"])
             assert _cmdline(again)[-3:-1] == ["--role", "agent"]  # a new interpreter now
             assert _parent(again) == supervisor
             assert "starting roles as new interpreters" in gw.logs()
-            message_id = await gw.submit("cli:after", "still answered")
-            await eventually(lambda: bool(_replies(home, message_id)), timeout=TIMEOUT)
-            assert _replies(home, message_id)[0][0] == "echo: still answered"
+            await gw.answers("cli:after", "still answered")
             assert await gw.stop() == 0
 
 
@@ -586,15 +591,7 @@ async def test_a_restarted_role_keeps_the_configuration_the_gateway_started_with
             # even a broken file leaves a crashed role starting as before.
             (home / "config.toml").write_text("[agent\nbroken = ")
             os.kill(first, signal.SIGKILL)
-
-            def restarted() -> bool:
-                row = gw.table().get("agent-1", {})
-                return row.get("state") == "running" and row.get("pid") not in (None, first)
-
-            await eventually(restarted, timeout=TIMEOUT, what="agent-1 restarted")
-            again = gw.table()["agent-1"]["pid"]
+            again = await gw.wait_restarted("agent-1", first)
             assert "--role" not in _cmdline(again)  # forked, with the supervisor's config
-            message_id = await gw.submit("cli:kept", "same config")
-            await eventually(lambda: bool(_replies(home, message_id)), timeout=TIMEOUT)
-            assert _replies(home, message_id)[0][0] == "echo: same config"
+            await gw.answers("cli:kept", "same config")
             assert await gw.stop() == 0
