@@ -116,9 +116,15 @@ _DELIVERED = (
 _IDLE_MEMORY = 10_000
 _DUE_OUTBOUND = (
     select(_outbound.c.id)
-    .where(_outbound.c.status == "pending", _outbound.c.next_attempt_at <= bindparam("now"))
+    .where(
+        _outbound.c.channel == bindparam("b_channel"),
+        _outbound.c.status == "pending",
+        _outbound.c.next_attempt_at <= bindparam("now"),
+    )
     .order_by(_outbound.c.created_at)
+    .limit(bindparam("limit"))
 )
+"""The ids of a channel's due replies, oldest first (at most ``limit``)."""
 
 
 def _lease_outbound_statement(*, lock: bool) -> Update:
@@ -126,9 +132,7 @@ def _lease_outbound_statement(*, lock: bool) -> Update:
 
     ``lock``: skip rows another transaction holds (PostgreSQL's concurrent senders).
     """
-    due = _DUE_OUTBOUND.where(_outbound.c.channel == bindparam("b_channel")).limit(
-        bindparam("limit")
-    )
+    due = _DUE_OUTBOUND
     if lock:
         due = due.with_for_update(skip_locked=True)
     return (
@@ -145,16 +149,7 @@ def _lease_outbound_statement(*, lock: bool) -> Update:
 
 _LEASE_OUTBOUND = _lease_outbound_statement(lock=False)
 _LEASE_OUTBOUND_LOCKED = _lease_outbound_statement(lock=True)
-_DUE_REPLIES = (
-    select(_outbound.c.payload, _outbound.c.attempts)
-    .where(
-        _outbound.c.channel == bindparam("channel"),
-        _outbound.c.status == "pending",
-        _outbound.c.next_attempt_at <= bindparam("now"),
-    )
-    .order_by(_outbound.c.created_at)
-    .limit(bindparam("limit"))
-)
+_DUE_REPLIES = _DUE_OUTBOUND.with_only_columns(_outbound.c.payload, _outbound.c.attempts)
 _DEDUPE_FIRST = select(_dedupe.c.message_id, _dedupe.c.created_at).where(
     _dedupe.c.key == bindparam("key")
 )
@@ -464,7 +459,7 @@ class SqlBus(SqlLookups):
     ) -> list[DueReply]:
         if lease_seconds is not None:
             return await self._lease_outbound(channel, limit=limit, lease_seconds=lease_seconds)
-        params = {"channel": channel, "now": self._clock(), "limit": limit}
+        params = {"b_channel": channel, "now": self._clock(), "limit": limit}
         async with self._store.read() as conn:
             rows = (await conn.execute(_DUE_REPLIES, params)).all()
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a in rows]
