@@ -6,9 +6,9 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, Row, bindparam, delete, func, insert, select, update
 
 from core.errors import StoreError
 from core.messages import OutboundMessage
@@ -173,6 +173,20 @@ def _row_values(
     }
 
 
+_WindowRow = Row[Any, Any, Any, Any, Any, Any, Any]
+"""A `_HISTORY_WINDOW` row: id, the message's five columns, inbound id."""
+
+
+def _window(conn: Connection, state: SessionState) -> Sequence[_WindowRow]:
+    """The `_HISTORY_WINDOW` rows of ``state``, oldest first."""
+    params = {"key": state.key, "epoch": state.epoch, "after": state.summary_upto}
+    return conn.execute(_HISTORY_WINDOW, params).all()
+
+
+def _entry(row: _WindowRow) -> HistoryEntry:
+    return HistoryEntry(row[0], _to_message(*row[1:6]))
+
+
 def _to_message(
     role: str, content: str, tool_calls: str | None, call_id: str | None, name: str | None
 ) -> ChatMessage:
@@ -219,10 +233,7 @@ class SessionStore:
 
     def history_in(self, conn: Connection, state: SessionState) -> list[HistoryEntry]:
         """The current epoch's history not yet folded into the summary, oldest first."""
-        rows = conn.execute(
-            _HISTORY_WINDOW, {"key": state.key, "epoch": state.epoch, "after": state.summary_upto}
-        ).all()
-        return [HistoryEntry(r[0], _to_message(*r[1:6])) for r in rows]
+        return [_entry(r) for r in _window(conn, state)]
 
     def begin_turn_in(
         self, conn: Connection, state: SessionState, *, inbound_id: str, text: str
@@ -236,16 +247,10 @@ class SessionStore:
         (later messages of the session wait for it; compaction folds only what a
         settled turn dropped).
         """
-        rows = conn.execute(
-            _HISTORY_WINDOW, {"key": state.key, "epoch": state.epoch, "after": state.summary_upto}
-        ).all()
+        rows = _window(conn, state)
         if any(r[6] == inbound_id and r[1] == "user" for r in rows):
             conn.execute(_DISCARD_ATTEMPT, {"key": state.key, "inbound_id": inbound_id})
-            return [
-                HistoryEntry(r[0], _to_message(*r[1:6]))
-                for r in rows
-                if r[6] != inbound_id or r[1] == "user"
-            ]
+            return [_entry(r) for r in rows if r[6] != inbound_id or r[1] == "user"]
         user = ChatMessage(role="user", content=text)
         res = conn.execute(
             _INSERT_HISTORY, _row_values(state.key, state.epoch, inbound_id, user, self._clock())
@@ -253,7 +258,7 @@ class SessionStore:
         key = res.inserted_primary_key
         if key is None:  # a single-row INSERT of a table with an integer key always has one
             raise StoreError("the history row's id did not come back")
-        history = [HistoryEntry(r[0], _to_message(*r[1:6])) for r in rows]
+        history = [_entry(r) for r in rows]
         history.append(HistoryEntry(int(key[0]), user))
         return history
 
