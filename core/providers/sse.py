@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterable
+from contextlib import aclosing
 from dataclasses import dataclass
 
 __all__ = ["LineSplitter", "SseDecoder", "SseEvent", "sse_events", "sse_lines"]
@@ -87,10 +88,9 @@ async def sse_lines(chunks: AsyncIterable[bytes]) -> AsyncGenerator[bytes, None]
 async def sse_events(chunks: AsyncIterable[bytes]) -> AsyncGenerator[SseEvent, None]:
     """The events of a streamed body, as its chunks arrive (an unfinished last one is
     dropped, as the standard says)."""
-    splitter = LineSplitter()
     decoder = SseDecoder()
-    async for chunk in chunks:
-        for line in splitter.feed(chunk):
-            event = decoder.line(line)
-            if event is not None:
+    # A last unended line dispatches nothing: only a blank line does.
+    async with aclosing(sse_lines(chunks)) as lines:
+        async for line in lines:
+            if (event := decoder.line(line)) is not None:
                 yield event
