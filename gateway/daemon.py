@@ -53,13 +53,13 @@ from gateway.control.server import (
 from gateway.delivery import DeliveryFailures, delivery_worker
 from gateway.home_files import SocketPathTaken, check_socket_path, secure_home
 from gateway.http_errors import body_checks
-from gateway.init import RUN_DIR, LoadedHome, prepare_home, unusable_home
+from gateway.init import RUN_DIR, LoadedHome, ready_home, unusable_home
 from gateway.lock import CHANNELS_LOCK_FILE, LOCK_FILE, GatewayLocked, HomeLock
-from gateway.logging_setup import LogConfig, setup_logging
+from gateway.logging_setup import setup_logging
 from gateway.masking import mask_url
 from gateway.mcp.sources import resolve_mcp
 from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
-from gateway.plugins import ChannelPlugins, build_channels, discover_channels
+from gateway.plugins import ChannelPlugins, build_channels
 from gateway.process_table import (
     EX_CONFIG,
     PARENT_FD_ENV,
@@ -121,14 +121,16 @@ def run_gateway(
     0 after a clean stop, 78 (EX_CONFIG) for bad configuration, 1 for other failures
     to start (another gateway on this home, unreachable or damaged store...) and when
     the database file is lost while serving. ``loaded``: the home as the supervisor
-    prepared it (a role it forked), used instead of reading it again.
+    prepared it (a role it forked), used instead of reading it again; the single
+    process uses the one the supervisor's check read.
     """
     if role is None and channel is None:
         from gateway.processes import supervise_or_none
 
-        code = supervise_or_none(home)
-        if code is not None:
-            return code
+        outcome = supervise_or_none(home)
+        if isinstance(outcome, int):
+            return outcome
+        loaded = outcome  # gateway.processes = "single": everything runs here
     return asyncio.run(serve(home, role=role, channel=channel, loaded=loaded))
 
 
@@ -167,17 +169,13 @@ async def serve(
         The process exit status (see `run_gateway`).
     """
     home = await asyncio.to_thread(_absolute, home)
-    if loaded is not None and loaded.home == home:
-        plugins, config = loaded.plugins, loaded.config
-    else:
-        setup_logging(LogConfig())
-        plugins = await asyncio.to_thread(discover_channels, entry_points)
-        try:
-            config = await asyncio.to_thread(
-                prepare_home, home, channel_plugins=plugins, **(config_overrides or {})
-            )
-        except (ConfigError, OSError) as exc:
-            return unusable_home(home, exc)
+    try:
+        loaded = await ready_home(
+            home, loaded, entry_points=entry_points, overrides=config_overrides
+        )
+    except (ConfigError, OSError) as exc:
+        return unusable_home(home, exc)
+    plugins, config = loaded.plugins, loaded.config
     setup_logging(config.log)
     for reason in plugins.broken.values():
         log.warning("%s", reason)
@@ -827,7 +825,7 @@ def main(argv: list[str] | None = None, *, loaded: LoadedHome | None = None) -> 
     if args.migrate:
         if args.role is not None:
             parser.error("--migrate runs no role")
-        sys.exit(asyncio.run(migrate_store(_absolute(args.home or default_home()))))
+        sys.exit(asyncio.run(migrate_store(_absolute(args.home or default_home()), loaded)))
     home = args.home or default_home()
     sys.exit(run_gateway(home, role=args.role, channel=args.channel, loaded=loaded))
 

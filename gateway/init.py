@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import asyncio
+import importlib.metadata
 import inspect
 import itertools
 import json
@@ -11,6 +13,7 @@ import os
 import re
 import sys
 import textwrap
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from core.private_files import private_dir
 from core.workspace import scaffold_workspace
 from gateway.config import CONFIG_FILE, FamiliarConfig, config_model, load_config, workspace_dir
 from gateway.home import RUN_DIR
+from gateway.logging_setup import LogConfig, setup_logging
 from gateway.plugins import ChannelPlugins, discover_channels
 from gateway.process_table import EX_CONFIG
 
@@ -29,7 +33,9 @@ __all__ = [
     "RUN_DIR",
     "LoadedHome",
     "init_home",
+    "load_home",
     "prepare_home",
+    "ready_home",
     "render_default_config",
     "unusable_home",
 ]
@@ -61,6 +67,42 @@ class LoadedHome:
     home: Path
     plugins: ChannelPlugins
     config: FamiliarConfig
+
+
+def load_home(
+    home: Path,
+    *,
+    entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
+    **overrides: Any,
+) -> LoadedHome:
+    """The home's channel plugins and configuration (`prepare_home`). Blocking.
+
+    Raises:
+        ConfigError: the configuration is bad (see `unusable_home`).
+        OSError: the home cannot be prepared.
+    """
+    plugins = discover_channels(entry_points)
+    config = prepare_home(home, channel_plugins=plugins, **overrides)
+    return LoadedHome(home=home, plugins=plugins, config=config)
+
+
+async def ready_home(
+    home: Path,
+    loaded: LoadedHome | None = None,
+    *,
+    entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> LoadedHome:
+    """``loaded`` when it is ``home`` (what the supervisor prepared), else `load_home` in a
+    thread, with logging set up first (a first start logs what it scaffolds).
+
+    Raises:
+        ConfigError, OSError: as `load_home`.
+    """
+    if loaded is not None and loaded.home == home:
+        return loaded
+    setup_logging(LogConfig())
+    return await asyncio.to_thread(load_home, home, entry_points=entry_points, **(overrides or {}))
 
 
 def prepare_home(

@@ -51,10 +51,9 @@ from core.store.sqlite_file import sqlite_path
 from core.store.warm import warm_up
 from gateway.config import FamiliarConfig, store_url, workspace_dir
 from gateway.home_files import secure_home
-from gateway.init import RUN_DIR, LoadedHome, prepare_home, unusable_home
+from gateway.init import RUN_DIR, LoadedHome, load_home, unusable_home
 from gateway.lock import LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import LogConfig, setup_logging
-from gateway.plugins import discover_channels
 from gateway.process_table import (
     EX_CONFIG,
     PARENT_FD_ENV,
@@ -82,22 +81,22 @@ _READY_TIMEOUT = 120.0
 _CREDS = struct.Struct("3i")
 
 
-def supervise_or_none(home: Path) -> int | None:
+def supervise_or_none(home: Path) -> int | LoadedHome:
     """Run the supervisor until stopped when the config says ``multi``.
 
     Returns:
-        The exit status, or None when ``gateway.processes = "single"`` (the caller runs
-        everything in this process).
+        The exit status; or, when ``gateway.processes = "single"``, the home as read here
+        (the caller runs everything in this process, with it).
     """
     home = home.expanduser().absolute()
     setup_logging(LogConfig())
-    plugins = discover_channels()
     try:
-        config = prepare_home(home, channel_plugins=plugins)
+        loaded = load_home(home)
     except (ConfigError, OSError) as exc:
         return unusable_home(home, exc)
+    config = loaded.config
     if config.gateway.processes == "single":
-        return None
+        return loaded
     setup_logging(config.log)
     supervisor = Supervisor(home, config)
     if become_subreaper():
@@ -106,7 +105,6 @@ def supervise_or_none(home: Path) -> int | None:
 
         if sqlite_path(store_url(home, config)) is not None:
             warm_up()  # the roles' store code runs once here, so they share what it writes
-        loaded = LoadedHome(home=home, plugins=plugins, config=config)
         supervisor.zygote = Zygote.fork(
             partial(role_main, loaded=loaded), close_fds=(supervisor.parent_w,)
         )

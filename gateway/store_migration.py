@@ -9,33 +9,29 @@ first) finds it migrated.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
 from core.errors import ConfigError, FamiliarError
 from core.store.engine import Store
 from gateway.config import store_url
-from gateway.init import prepare_home, unusable_home
-from gateway.logging_setup import LogConfig, setup_logging
-from gateway.plugins import discover_channels
+from gateway.init import LoadedHome, ready_home, unusable_home
+from gateway.logging_setup import setup_logging
 
 __all__ = ["migrate_store"]
 
 
-async def migrate_store(home: Path) -> int:
-    """Open the store of ``home``, which brings it to the newest migration, and close it.
+async def migrate_store(home: Path, loaded: LoadedHome | None = None) -> int:
+    """Open the store of ``home``, which brings it to the newest migration, and close it
+    (``loaded``: the home as the supervisor prepared it, see `ready_home`).
 
     Returns:
         0 once the store is at the newest migration; 78 (EX_CONFIG) for bad
         configuration and 1 when the store cannot be opened or migrated, with one line
         on stderr saying why, as a role says it.
     """
-    setup_logging(LogConfig())
     try:
-        config = await asyncio.to_thread(
-            prepare_home, home, channel_plugins=await asyncio.to_thread(discover_channels)
-        )
+        config = (await ready_home(home, loaded)).config
     except (ConfigError, OSError) as exc:
         return unusable_home(home, exc)
     setup_logging(config.log)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from enum import StrEnum
 from typing import Annotated
 
@@ -47,15 +46,9 @@ def gateway(
 ) -> None:
     if channel is not None and role is not GatewayRole.channels:
         raise fail("--channel needs --role channels")
-    if role is None:
-        from gateway.processes import supervise_or_none
-
-        code = supervise_or_none(resolve_home(home))
-        if code is not None:
-            raise typer.Exit(code)
     # Imported here, not at the top: the daemon's imports (store, scheduler, metrics)
     # would add most of a second to every other command's start.
-    from gateway.daemon import Role, serve
+    from gateway.daemon import Role, run_gateway
 
     chosen: Role | None = role.value if role is not None else None
-    raise typer.Exit(asyncio.run(serve(resolve_home(home), role=chosen, channel=channel)))
+    raise typer.Exit(run_gateway(resolve_home(home), role=chosen, channel=channel))
