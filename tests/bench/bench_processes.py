@@ -11,7 +11,9 @@ sessions x 1 message, 1, 2 and 4 agent workers, SQLite and PostgreSQL when reach
   default). N senders, one ``cli:`` session each, send one message each through the
   control socket (``ControlClient``, no streaming) at once; the wall time runs from
   the first send to the last reply. Every reply is checked (the echo of its own text)
-  and the fake's request count must equal N.
+  and the fake's request count must equal N. CPU per message is read from ``/proc``
+  for every role and the supervisor, and apart from them for the harness on the same
+  cores: the senders (this process) and the fake LLM.
 - **idle memory**: every process of the tree (supervisor, zygote, roles; from
   ``/proc/PID/smaps_rollup``) once ready and idle, for ``single`` and for ``multi``
   with 1 and 2 agent workers: RSS, PSS (a page shared by k processes counts 1/k in
@@ -233,7 +235,7 @@ async def _fake_requests(base_url: str) -> int:
 
 
 async def throughput(
-    *, base_url: str, backend: str, store: str, workers: int, sessions: int
+    *, base_url: str, fake_pid: int, backend: str, store: str, workers: int, sessions: int
 ) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="fam-bp-", dir="/tmp"))
     try:
@@ -244,7 +246,10 @@ async def throughput(
             ready = await gateway.wait_ready(multi=mode == "multi")
             before = await _fake_requests(base_url)
             roles = _roles(home, gateway.proc.pid)
+            if mode == "multi":  # the supervisor takes the roles' metrics and reports
+                roles["supervisor"] = gateway.proc.pid
             cpu_before = {name: _cpu_s(pid) for name, pid in roles.items()}
+            harness_before = {"senders": _cpu_s(os.getpid()), "fake_llm": _cpu_s(fake_pid)}
             gate = asyncio.Semaphore(CONNECTING)
             t0 = time.perf_counter()
             results = await asyncio.gather(
@@ -252,6 +257,10 @@ async def throughput(
             )
             wall = max(r["t1"] for r in results) - t0
             cpu = {name: _cpu_s(pid) - cpu_before[name] for name, pid in roles.items()}
+            harness = {
+                "senders": _cpu_s(os.getpid()) - harness_before["senders"],
+                "fake_llm": _cpu_s(fake_pid) - harness_before["fake_llm"],
+            }
             served = await _fake_requests(base_url) - before
         finally:
             code = gateway.stop()
@@ -271,6 +280,7 @@ async def throughput(
             "p99_s": round(_pct(latencies, 99), 3),
             "ready_s": round(ready, 2),
             "cpu_ms_per_msg": {n: round(c * 1000 / sessions, 2) for n, c in sorted(cpu.items())},
+            "harness_cpu_ms_per_msg": {n: round(c * 1000 / sessions, 2) for n, c in harness.items()},
             "exit": code,
         }
     finally:
@@ -396,12 +406,13 @@ async def _with_pg(run: Callable[[str], Any]) -> Any:
 
 
 async def _throughput_row(
-    args: argparse.Namespace, base_url: str, backend: str, workers: int
+    args: argparse.Namespace, fake: subprocess.Popen[str], base_url: str, backend: str, workers: int
 ) -> dict[str, Any] | None:
     def run(store: str) -> Any:
         return throughput(
-            base_url=base_url, backend=backend, store=store, workers=workers, sessions=args.sessions
-        )
+            base_url=base_url, fake_pid=fake.pid, backend=backend, store=store,
+            workers=workers, sessions=args.sessions,
+        )  # fmt: skip
 
     if backend == "sqlite":
         row: dict[str, Any] = await run("")
@@ -431,7 +442,7 @@ async def _main(args: argparse.Namespace) -> None:
             rows = []
             for backend in args.backends:
                 for workers in args.workers:
-                    row = await _throughput_row(args, base_url, backend, workers)
+                    row = await _throughput_row(args, fake, base_url, backend, workers)
                     if row is not None:
                         rows.append(row)
             _print(f"{args.sessions} sessions x 1 message, {args.latency_ms} ms per LLM call", rows)
