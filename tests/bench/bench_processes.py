@@ -225,6 +225,10 @@ async def _send(home: Path, key: str, text: str, gate: asyncio.Semaphore) -> dic
     return {"key": key, "text": text, "reply": reply, "t1": time.perf_counter()}
 
 
+def _per_msg(cpu_s: dict[str, float], sessions: int) -> dict[str, float]:
+    return {name: round(c * 1000 / sessions, 2) for name, c in sorted(cpu_s.items())}
+
+
 async def _fake_requests(base_url: str) -> int:
     import aiohttp
 
@@ -279,8 +283,8 @@ async def throughput(
             "p50_s": round(_pct(latencies, 50), 3),
             "p99_s": round(_pct(latencies, 99), 3),
             "ready_s": round(ready, 2),
-            "cpu_ms_per_msg": {n: round(c * 1000 / sessions, 2) for n, c in sorted(cpu.items())},
-            "harness_cpu_ms_per_msg": {n: round(c * 1000 / sessions, 2) for n, c in harness.items()},
+            "cpu_ms_per_msg": _per_msg(cpu, sessions),
+            "harness_cpu_ms_per_msg": _per_msg(harness, sessions),
             "exit": code,
         }
     finally:
