@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from sqlalchemy import Connection, Engine, event
 
 from core.errors import StoreError
 
-__all__ = ["Job", "SqliteWriter"]
+__all__ = ["Job", "SqliteWriter", "WriterStats"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,29 @@ def make_transactional(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _begin_immediate(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+@dataclass(slots=True)
+class WriterStats:
+    """What a writer did: batches, jobs, and seconds spent waiting for and holding the
+    write lock (the lock of every process sharing the file; logged at close)."""
+
+    batches: int = 0
+    jobs: int = 0
+    lock_wait_s: float = 0.0
+    lock_held_s: float = 0.0
+
+    def add(self, jobs: int, *, waited: float, held: float) -> None:
+        self.batches += 1
+        self.jobs += jobs
+        self.lock_wait_s += waited
+        self.lock_held_s += held
+
+    def __str__(self) -> str:
+        return (
+            f"batches={self.batches} jobs={self.jobs} "
+            f"lock_wait_s={self.lock_wait_s:.3f} lock_held_s={self.lock_held_s:.3f}"
+        )
 
 
 class SqliteWriter:
@@ -77,6 +101,7 @@ class SqliteWriter:
         # The connection lives in the writer thread only.
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self.stats = WriterStats()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="familiar-sqlite-writer")
@@ -90,6 +115,8 @@ class SqliteWriter:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._thread, self._close_conn)
         self._thread.shutdown(wait=True)
+        if self.stats.batches:
+            log.info("sqlite writer closed %s", self.stats)
 
     async def submit(self, job: Job[T]) -> T:
         if self._closing:
@@ -147,18 +174,24 @@ class SqliteWriter:
             self._lock_fd = None
 
     @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[None]:
+    def _exclusive(self, jobs: int) -> Iterator[None]:
         """Hold the cross-process write lock (in the writer thread: blocking is fine)."""
-        if self._lock_path is None:
-            yield
-            return
-        if self._lock_fd is None:
-            self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        asked = time.perf_counter()
+        fd = self._lock_file()
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        got = time.perf_counter()
         try:
             yield
         finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            self.stats.add(jobs, waited=got - asked, held=time.perf_counter() - got)
+
+    def _lock_file(self) -> int | None:
+        if self._lock_fd is None and self._lock_path is not None:
+            self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        return self._lock_fd
 
     def _run_batch(self, batch: list[_Queued]) -> list[tuple[bool, Any]]:
         """All jobs in one transaction; if one raises, each job reruns in its own.
@@ -167,7 +200,7 @@ class SqliteWriter:
         common case pays one BEGIN/COMMIT for the whole batch and no SAVEPOINTs.
         """
         conn = self._connection()
-        with self._exclusive():
+        with self._exclusive(len(batch)):
             try:
                 with conn.begin():
                     return [(True, queued.job(conn)) for queued in batch]

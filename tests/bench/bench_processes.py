@@ -13,7 +13,9 @@ sessions x 1 message, 1, 2 and 4 agent workers, SQLite and PostgreSQL when reach
   the first send to the last reply. Every reply is checked (the echo of its own text)
   and the fake's request count must equal N. CPU per message is read from ``/proc``
   for every role and the supervisor, and apart from them for the harness on the same
-  cores: the senders (this process) and the fake LLM.
+  cores: the senders (this process) and the fake LLM. ``write_lock_s``: the seconds the
+  processes' SQLite writers held and waited for the shared write lock over the run (each
+  writer logs them when it closes; 0 on PostgreSQL).
 - **idle memory**: every process of the tree (supervisor, zygote, roles; from
   ``/proc/PID/smaps_rollup``) once ready and idle, for ``single`` and for ``multi``
   with 1 and 2 agent workers: RSS, PSS (a page shared by k processes counts 1/k in
@@ -186,6 +188,22 @@ def _process_names(home: Path, root: int) -> dict[int, str]:
     return names
 
 
+def _write_lock_s(log: str) -> dict[str, float]:
+    """Seconds the processes' SQLite writers held, and waited for, the shared write lock
+    over the whole run (from the line each writer logs when it closes)."""
+    totals = {"held": 0.0, "waited": 0.0}
+    for line in log.splitlines():
+        try:
+            msg = str(json.loads(line).get("msg", ""))
+        except ValueError:
+            continue
+        if msg.startswith("sqlite writer closed"):
+            fields = dict(part.split("=", 1) for part in msg.split() if "=" in part)
+            totals["held"] += float(fields["lock_held_s"])
+            totals["waited"] += float(fields["lock_wait_s"])
+    return {name: round(value, 3) for name, value in totals.items()}
+
+
 def _role_ready_s(log: str) -> dict[str, float]:
     """Each role's start (the supervisor forks or spawns it) to its ``READY=1``."""
     started: dict[str, float] = {}
@@ -285,6 +303,7 @@ async def throughput(
             "ready_s": round(ready, 2),
             "cpu_ms_per_msg": _per_msg(cpu, sessions),
             "harness_cpu_ms_per_msg": _per_msg(harness, sessions),
+            "write_lock_s": _write_lock_s((home / "daemon.log").read_text(errors="replace")),
             "exit": code,
         }
     finally:
