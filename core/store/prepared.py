@@ -8,8 +8,9 @@ defaults, the bind and result processors of its types) and then run on the sqlit
 connection inside the job's transaction. Any other dialect or driver, and any statement
 or parameter set the fast path does not cover, goes through ``Connection.execute``.
 
-The fast path skips SQLAlchemy's cursor events and statement logging (the writer's
-engine has neither); driver errors are raised as SQLAlchemy raises them.
+The fast path skips SQLAlchemy's cursor events, statement logging and execution options
+such as ``schema_translate_map`` (the writer's engine has none of them); driver errors
+are raised as SQLAlchemy raises them.
 """
 
 from __future__ import annotations
@@ -45,10 +46,6 @@ class _Compiled:
     """A SELECT, or a statement with RETURNING."""
     lastrowid: bool
     """An INSERT whose new primary key is the cursor's ``lastrowid``."""
-
-
-_FALLBACK = None
-"""What `_compile` caches for a statement the fast path does not cover."""
 
 
 class Prepared:
@@ -178,7 +175,7 @@ def _compile(statement: Executable, keys: tuple[str, ...], dialect: Dialect) -> 
         or compiled.escaped_bind_names
         or compiled.update_prefetch
     ):
-        return _FALLBACK
+        return None
     defaults = {column.key: column.default for column in compiled.insert_prefetch}
     constants: dict[str, Any] = {}
     processors: list[tuple[str, _Processor]] = []
@@ -188,10 +185,10 @@ def _compile(statement: Executable, keys: tuple[str, ...], dialect: Dialect) -> 
             if name in defaults:
                 default = defaults[name]
                 if default is None or not default.is_scalar:
-                    return _FALLBACK  # a Python-side default computed per row
+                    return None  # a Python-side default computed per row
                 constants[name] = default.arg  # type: ignore[attr-defined]
             elif bind.required or bind.callable is not None:
-                return _FALLBACK  # a missing parameter: SQLAlchemy raises its own error
+                return None  # a missing parameter: SQLAlchemy raises its own error
             else:
                 constants[name] = bind.value
         process = bind.type.dialect_impl(dialect).bind_processor(dialect)
