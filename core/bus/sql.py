@@ -19,6 +19,7 @@ from core.bus.wakeups import Wakeups
 from core.messages import InboundMessage, OutboundMessage
 from core.store.engine import Store
 from core.store.models import SessionRow
+from core.store.prepared import Prepared
 from core.store.sql import insert_ignore
 
 __all__ = ["DEDUPE_WINDOW_SECONDS", "SqlBus", "is_control"]
@@ -49,7 +50,7 @@ _QUEUED_BESIDE = (
     .scalar_subquery()
 )
 """Another message of the settled one's session still queued (or in another claim)."""
-_SETTLE = (
+_SETTLE = Prepared(
     update(_inbound)
     .where(
         _inbound.c.id == bindparam("message_id"),
@@ -92,7 +93,7 @@ _CONTROLS = (
 # busy, and the UPDATE re-checks each head row it takes against the newest committed
 # version (a head another claimer took, or that was settled since, is skipped). A head
 # only ever leaves the eligible states, or comes back by a release of that same head.
-_CLAIM = (
+_CLAIM = Prepared(
     update(_inbound)
     .where(or_(_inbound.c.seq.in_(_HEADS), _inbound.c.seq.in_(_CONTROLS)), _ELIGIBLE)
     .values(
@@ -103,7 +104,7 @@ _CLAIM = (
     )
     .returning(_inbound.c.seq, _inbound.c.payload, _inbound.c.attempts)
 )
-_DELIVERED = (
+_DELIVERED = Prepared(
     update(_outbound)
     .where(_outbound.c.id == bindparam("outbound_id"), _outbound.c.status == "pending")
     .values(
@@ -147,8 +148,8 @@ def _lease_outbound_statement(*, lock: bool) -> Update:
     )
 
 
-_LEASE_OUTBOUND = _lease_outbound_statement(lock=False)
-_LEASE_OUTBOUND_LOCKED = _lease_outbound_statement(lock=True)
+_LEASE_OUTBOUND = Prepared(_lease_outbound_statement(lock=False))
+_LEASE_OUTBOUND_LOCKED = Prepared(_lease_outbound_statement(lock=True))
 _DUE_REPLIES = _DUE_OUTBOUND.with_only_columns(_outbound.c.payload, _outbound.c.attempts)
 _DEDUPE_FIRST = select(_dedupe.c.message_id, _dedupe.c.created_at).where(
     _dedupe.c.key == bindparam("key")
@@ -243,8 +244,8 @@ class SqlBus(SqlLookups):
                 first = self._dedupe_in(conn, key, message.id, now)
                 if first is not None:
                     return Published(first, duplicate=True)
-            inserted = conn.execute(
-                insert_ignore(dialect, _inbound),
+            inserted = insert_ignore(dialect, _inbound).run(
+                conn,
                 {
                     "id": message.id,
                     "session_key": message.session_key,
@@ -255,10 +256,10 @@ class SqlBus(SqlLookups):
                     "attempts": 0,
                 },
             )
-            if inserted.rowcount == 0:
+            if inserted == 0:
                 return Published(message.id, duplicate=True)
-            conn.execute(
-                insert_ignore(dialect, _sessions),
+            insert_ignore(dialect, _sessions).run(
+                conn,
                 {
                     "key": message.session_key,
                     "channel": message.delivery.channel,
@@ -283,7 +284,7 @@ class SqlBus(SqlLookups):
         than the window is taken over only if nobody else took it over meanwhile.
         """
         row = {"key": key, "message_id": message_id, "created_at": now}
-        if conn.execute(insert_ignore(self._store.dialect, _dedupe), row).rowcount == 1:
+        if insert_ignore(self._store.dialect, _dedupe).run(conn, row) == 1:
             return None
         first = conn.execute(_DEDUPE_FIRST, {"key": key}).first()
         if first is None:  # deleted since (dedupe pruning): ours to take
@@ -302,7 +303,7 @@ class SqlBus(SqlLookups):
         params = {"now": now, "limit": limit, "owner": owner, "until": now + lease_seconds}
 
         def job(conn: Connection) -> list[tuple[int, str, int]]:
-            return [(r[0], r[1], r[2]) for r in conn.execute(_CLAIM, params)]
+            return [(r[0], r[1], r[2]) for r in _CLAIM.rows(conn, params)]
 
         rows = sorted(await self._store.write_one(job))
         return [Claim(InboundMessage.model_validate_json(p), attempt=a) for _, p, a in rows]
@@ -322,8 +323,8 @@ class SqlBus(SqlLookups):
         message went to another attempt, which answers it.
         """
         now = self._clock()
-        res = conn.execute(
-            _SETTLE,
+        settled = _SETTLE.first(
+            conn,
             {
                 "message_id": message_id,
                 "owner": owner,
@@ -332,11 +333,10 @@ class SqlBus(SqlLookups):
                 "b_session_key": "" if reply is None else reply.session_key,
             },
         )
-        settled = res.first()
         if settled is None:
             return False
         if reply is not None:
-            conn.execute(insert_ignore(self._store.dialect, _outbound), reply_row(reply, now))
+            insert_ignore(self._store.dialect, _outbound).run(conn, reply_row(reply, now))
             self._remember_idle(message_id, idle=settled[0] is None)
         return True
 
@@ -480,7 +480,7 @@ class SqlBus(SqlLookups):
             "until": now + lease_seconds,
             "b_owner": self._owner,
         }
-        taken = await self._store.write_one(lambda conn: conn.execute(statement, params).all())
+        taken = await self._store.write_one(lambda conn: statement.rows(conn, params))
         rows = sorted(taken, key=lambda r: float(r[2]))
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a, _ in rows]
 
@@ -526,7 +526,7 @@ class SqlBus(SqlLookups):
         row = reply_row(message, self._clock())
         dialect = self._store.dialect
         stored = await self._store.write_one(
-            lambda conn: conn.execute(insert_ignore(dialect, _outbound), row).rowcount
+            lambda conn: insert_ignore(dialect, _outbound).run(conn, row)
         )
         self._outbound_signals.set(message.delivery.channel)
         self._announce(("outbound", message.delivery.channel))
@@ -535,7 +535,7 @@ class SqlBus(SqlLookups):
     async def mark_delivered(self, outbound_id: str) -> bool:
         now = self._clock()
         res = await self._store.write_one(
-            lambda conn: conn.execute(_DELIVERED, {"outbound_id": outbound_id, "now": now}).rowcount
+            lambda conn: _DELIVERED.run(conn, {"outbound_id": outbound_id, "now": now})
         )
         return bool(res == 1)
 
