@@ -9,6 +9,7 @@ calls, errors).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -100,15 +101,31 @@ class GatewayMetrics:
         self._inbound_seq = 0
         self._event_id = 0
         self._forward: Wakeups | None = None
+        self._llm_unsent: list[float] = []
+        """LLM call durations measured in this loop iteration, to forward in one note."""
 
     def observe_llm(self, seconds: float) -> None:
-        """One LLM call took ``seconds`` (sent on to the serving process, if told to)."""
-        self.llm_latency.observe(seconds)
-        self._send_on(f"llm {seconds:.6f}")
+        """One LLM call took ``seconds``: counted here, or (told to forward) sent on to
+        the serving process, with the other calls that end in this loop iteration."""
+        if self._forward is None:
+            self.llm_latency.observe(seconds)
+            return
+        if not self._llm_unsent:
+            try:
+                asyncio.get_running_loop().call_soon(self._send_llm)
+            except RuntimeError:  # no loop (a thread): send it alone, now
+                self._send_on(f"llm {seconds:.6f}")
+                return
+        self._llm_unsent.append(seconds)
+
+    def _send_llm(self) -> None:
+        unsent, self._llm_unsent = self._llm_unsent, []
+        self._send_on("llm " + " ".join(f"{seconds:.6f}" for seconds in unsent))
 
     def forward_to(self, wakeups: Wakeups) -> None:
         """In a process that does not serve /metrics (an agent worker, a channel in a
-        process of its own): send what is measured here to the one that does."""
+        process of its own): send what is measured here to the one that does (LLM
+        calls are then not counted here too: nobody scrapes this process)."""
         self._forward = wakeups
 
     def accept_from(self, wakeups: Wakeups) -> None:
@@ -117,7 +134,8 @@ class GatewayMetrics:
         def measured(data: str, _peer: str) -> None:
             name, _, value = data.partition(" ")
             if name == "llm":
-                self.llm_latency.observe(float(value))
+                for seconds in value.split():
+                    self.llm_latency.observe(float(seconds))
             elif name == "out":
                 channel, _, kind = value.partition(" ")
                 self.messages_out.labels(channel=channel, kind=kind).inc()

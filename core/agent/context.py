@@ -46,8 +46,9 @@ _SUMMARY_TOOL_CHARS = 80
 _AGENT_DESCRIPTION_CHARS = 300
 _ELLIPSIS = "…"
 _RECHECK_SECONDS = 1.0
-_FIT_ROUNDS = 4
 """How stale the workspace files in the prompt may be (edits show up within this)."""
+_FIT_ROUNDS = 4
+_MAX_TOOLS_BLOCKS = 256
 
 
 class ContextConfig(BaseModel):
@@ -136,6 +137,10 @@ class ContextBuilder:
         self._checked_at = -math.inf
         self._recheck_seconds = recheck_seconds
         self._refresh: asyncio.Future[list[str]] | None = None
+        self._time_lines: tuple[int, str] = (0, "")
+        """The runtime block's time lines, and the second (epoch) they show."""
+        self._tools_blocks: dict[tuple[int, ...], tuple[Sequence[ToolSpec], str]] = {}
+        """Tools blocks by the ids of their specs (held, so an id is not reused meanwhile)."""
 
     async def system_prompt(
         self,
@@ -167,7 +172,7 @@ class ContextBuilder:
         sections = [self._runtime_block(session_key=session_key, channel=channel)]
         sections.extend(await self._workspace_sections())
         if tools:
-            sections.append(_tools_block(tools))
+            sections.append(self._tools_block(tools))
         if agents:
             sections.append(_agents_block(agents))
         if extra and extra.strip():
@@ -248,22 +253,40 @@ class ContextBuilder:
 
     def _runtime_block(self, *, session_key: str, channel: str) -> str:
         now = self._clock()
+        second = math.floor(now.timestamp())  # a naive ``now`` is host local, as below
+        cached_second, time_lines = self._time_lines
+        if second != cached_second or not time_lines:
+            time_lines = self._format_time(now)
+            self._time_lines = (second, time_lines)
+        return (
+            f"## Runtime\n- Name: {self._agent_name}\n{time_lines}\n"
+            f"- Channel: {channel}\n- Session: {session_key}"
+        )
+
+    def _format_time(self, now: datetime) -> str:
+        """The current time and timezone lines (the same through one second)."""
         if self._zone is not None:
             now = now.astimezone(self._zone)
             zone_name = self._config.timezone
         else:
             now = now.astimezone()
             zone_name = f"{now.tzname()} (host local time)"
-        return "\n".join(
-            [
-                "## Runtime",
-                f"- Name: {self._agent_name}",
-                f"- Current time: {now.isoformat(timespec='seconds')} ({now:%A})",
-                f"- Timezone: {zone_name}",
-                f"- Channel: {channel}",
-                f"- Session: {session_key}",
-            ]
+        return (
+            f"- Current time: {now.isoformat(timespec='seconds')} ({now:%A})\n"
+            f"- Timezone: {zone_name}"
         )
+
+    def _tools_block(self, tools: Sequence[ToolSpec]) -> str:
+        """`_tools_block` of ``tools``, kept: the registry hands out the same spec objects
+        (frozen) on every turn."""
+        key = tuple(map(id, tools))
+        entry = self._tools_blocks.get(key)
+        if entry is None:
+            if len(self._tools_blocks) >= _MAX_TOOLS_BLOCKS:
+                self._tools_blocks.clear()  # callers that build specs afresh every call
+            entry = (tuple(tools), _tools_block(tools))
+            self._tools_blocks[key] = entry
+        return entry[1]
 
     async def _workspace_sections(self) -> list[str]:
         """The workspace file sections, re-checked at most every _RECHECK_SECONDS.

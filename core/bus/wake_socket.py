@@ -122,7 +122,8 @@ class SocketWakeups:
     def announce(self, *notes: tuple[str, str]) -> None:
         if self._sock is None:
             return
-        self._rescan_if_changed()
+        if not self._flush_scheduled:  # else the peers were listed in this loop iteration
+            self._rescan_if_changed()
         for peer in self._peers:
             self._queue(peer, notes)
 

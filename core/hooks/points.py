@@ -16,6 +16,7 @@ from core.providers.base import ToolCall
 from core.tools.base import ToolContext
 from core.tools.registry import ToolExecutor, ToolResult
 
+from .dialects import Facts
 from .names import HookEvent
 from .service import HookOutcome, Hooks, facts_of
 
@@ -80,7 +81,8 @@ class HookedTools:
 class TurnHooks:
     """The hook points of one agent turn (one claimed message).
 
-    With ``hooks=None`` (``hooks.enabled = false``) every point does nothing, at once.
+    With ``hooks=None`` (``hooks.enabled = false``) every point does nothing, at once;
+    a point no hook is loaded for builds nothing either (most turns of most gateways).
     """
 
     def __init__(
@@ -96,8 +98,20 @@ class TurnHooks:
         self._message = message
         self._record = record
         self._publisher = publisher
-        self._facts = facts_of(ctx)
+        self._ctx = ctx
+        self._base: Facts | None = None
         self._context: list[str] = []
+
+    @property
+    def _facts(self) -> Facts:
+        """The facts every event of the turn shares (made at the first event that fires)."""
+        if self._base is None:
+            self._base = facts_of(self._ctx)
+        return self._base
+
+    async def _wanted(self, event: HookEvent) -> bool:
+        """Whether a hook is loaded for ``event`` (else firing it would do nothing)."""
+        return self._hooks is not None and bool((await self._hooks.current()).for_event(event))
 
     async def prompt(self, *, fresh: bool, epoch: int) -> str | None:
         """``sessionStart`` (first message of a session or after ``/new``), then
@@ -105,12 +119,14 @@ class TurnHooks:
         if self._hooks is None:
             return None
         prompt = self._message.text
-        if fresh:
+        if fresh and await self._wanted(HookEvent.SESSION_START):
             source = "startup" if epoch == 0 else "new"
             facts = dataclasses.replace(self._facts, source=source, prompt=prompt)
             start = await self._hooks.fire(HookEvent.SESSION_START, facts, subject=source)
             await _record_all(self._record, start)
             self._context += start.context
+        if not await self._wanted(HookEvent.USER_PROMPT_SUBMITTED):
+            return None
         facts = dataclasses.replace(self._facts, prompt=prompt)
         submitted = await self._hooks.fire(HookEvent.USER_PROMPT_SUBMITTED, facts)
         await _record_all(self._record, submitted)
@@ -140,6 +156,8 @@ class TurnHooks:
         if done >= cap:
             log.info("agentStop hooks not asked: %d blocks in a row (the cap)", done)
             return
+        if not await self._wanted(HookEvent.AGENT_STOP):
+            return
         facts = dataclasses.replace(
             self._facts, stop_reason=stop, stop_hook_active=done > 0, last_message=text
         )
@@ -162,7 +180,7 @@ class TurnHooks:
 
     async def failed(self, error: str, kind: str) -> None:
         """``errorOccurred`` (fire and forget: its answer changes nothing)."""
-        if self._hooks is None:
+        if self._hooks is None or not await self._wanted(HookEvent.ERROR_OCCURRED):
             return
         facts = dataclasses.replace(self._facts, error=error, error_kind=kind)
         await _record_all(self._record, await self._hooks.fire(HookEvent.ERROR_OCCURRED, facts))

@@ -21,6 +21,11 @@ __all__ = ["ToolExecutor", "ToolRegistry", "ToolResult"]
 
 logger = logging.getLogger(__name__)
 
+_MAX_CALLERS = 1024
+_Caller = tuple[str, str, int, tuple[str, ...] | None, ToolPolicy | None]
+"""What `ToolRegistry.specs` answers depend on: channel, agent type, depth, the agent's
+own tool list, and the policy."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolResult:
@@ -64,6 +69,8 @@ class ToolRegistry:
         # One spec per tool, made once (at first use): providers cache a spec's JSON by
         # its identity.
         self._specs: dict[str, ToolSpec] = {}
+        self._offered: dict[_Caller, list[ToolSpec]] = {}
+        """`specs` answers for a caller (every turn asks the same); cleared on a change."""
         self.policy = policy
         self._parallel = tuple(parallel)
         for t in tools:
@@ -78,11 +85,13 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ConfigError(f"duplicate tool name {tool.name!r}", key="tools")
         self._tools[tool.name] = tool
+        self._offered.clear()
 
     def unregister(self, name: str) -> None:
         """Remove the tool called ``name`` if there is one."""
         self._tools.pop(name, None)
         self._specs.pop(name, None)
+        self._offered.clear()
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""
@@ -111,6 +120,17 @@ class ToolRegistry:
             names: only tools matching one of these names or fnmatch patterns.
             ctx: when given and there is a policy, only tools it allows for this caller.
         """
+        if names is None and ctx is not None:
+            caller = (ctx.channel, ctx.agent_type, ctx.depth, ctx.tool_allow, self.policy)
+            offered = self._offered.get(caller)
+            if offered is None:
+                if len(self._offered) >= _MAX_CALLERS:
+                    self._offered.clear()
+                offered = self._offered[caller] = self._select(None, ctx)
+            return list(offered)
+        return self._select(names, ctx)
+
+    def _select(self, names: Iterable[str] | None, ctx: ToolContext | None) -> list[ToolSpec]:
         selected = self.names()
         if names is not None:
             patterns = list(names)
