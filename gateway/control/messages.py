@@ -114,9 +114,11 @@ class MessageRoutes:
         limit: float | None,
     ) -> OutboundMessage | WaitEnded:
         """Write ephemerals until the reply is there; the reply, or why none came."""
+        if sub is None:  # nothing to stream: just the wait
+            return await self._wait_reply(message_id, limit)
         waiting = asyncio.ensure_future(self._wait_reply(message_id, limit))
         try:
-            while sub is not None and not waiting.done():
+            while not waiting.done():
                 getting = asyncio.ensure_future(sub.get())
                 try:
                     await asyncio.wait({waiting, getting}, return_when=asyncio.FIRST_COMPLETED)
@@ -124,7 +126,7 @@ class MessageRoutes:
                     getting.cancel()
                 if getting.done() and not getting.cancelled():
                     await _write_ephemeral(response, getting.result())
-            while sub is not None and (item := sub.get_nowait()) is not None:
+            while (item := sub.get_nowait()) is not None:
                 await _write_ephemeral(response, item)
             return await waiting
         finally:
@@ -136,16 +138,18 @@ class MessageRoutes:
         """The reply through the bus; ``timeout`` after ``limit``, ``stopping`` when the
         channel stops (the gateway is shutting down)."""
         reply = asyncio.ensure_future(self._bus.wait_reply(message_id, limit))
-        stopped = asyncio.ensure_future(self._cli.until_stopped())
+        self._cli.cancel_on_stop(reply)
         try:
-            await asyncio.wait({reply, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            found = await reply
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self._cli.stopped or (task is not None and task.cancelling()):
+                raise  # this request was cancelled, not the wait by the channel's stop
+            return "stopping"
         finally:
-            stopped.cancel()
-            if not reply.done():
-                reply.cancel()
-        if reply.done() and not reply.cancelled() and (found := reply.result()) is not None:
-            return found
-        return "stopping" if stopped.done() and not stopped.cancelled() else "timeout"
+            self._cli.forget(reply)
+            reply.cancel()
+        return "timeout" if found is None else found
 
     async def watch(self, request: web.Request) -> web.StreamResponse:
         """NDJSON ``reply`` lines for the session's replies no sender received.
