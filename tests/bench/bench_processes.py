@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -188,15 +188,21 @@ def _process_names(home: Path, root: int) -> dict[int, str]:
     return names
 
 
+def _log_records(log: str) -> Iterator[tuple[dict[str, Any], str]]:
+    """Each JSON line of a daemon log, with its message (other lines are skipped)."""
+    for line in log.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        yield record, str(record.get("msg", ""))
+
+
 def _write_lock_s(log: str) -> dict[str, float]:
     """Seconds the processes' SQLite writers held, and waited for, the shared write lock
     over the whole run (from the line each writer logs when it closes)."""
     totals = {"held": 0.0, "waited": 0.0}
-    for line in log.splitlines():
-        try:
-            msg = str(json.loads(line).get("msg", ""))
-        except ValueError:
-            continue
+    for _, msg in _log_records(log):
         if msg.startswith("sqlite writer closed"):
             fields = dict(part.split("=", 1) for part in msg.split() if "=" in part)
             totals["held"] += float(fields["lock_held_s"])
@@ -208,12 +214,7 @@ def _role_ready_s(log: str) -> dict[str, float]:
     """Each role's start (the supervisor forks or spawns it) to its ``READY=1``."""
     started: dict[str, float] = {}
     ready: dict[str, float] = {}
-    for line in log.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        msg = str(record.get("msg", ""))
+    for record, msg in _log_records(log):
         if msg.startswith("started role="):
             started[msg.split()[1].removeprefix("role=")] = record["ts"]
         elif msg.startswith("role=") and msg.endswith(" ready"):
