@@ -3,7 +3,7 @@
 Both kinds give the command an environment built from an allow-list, never the
 daemon's own. The bubblewrap sandbox also hides everything but the system directories
 and the workspace, gives the command a private ``/tmp``, ``/dev`` and ``/proc`` in new
-PID (and user, IPC, UTS, cgroup, optionally network) namespaces, and ties every
+PID (and user, IPC, optionally network) namespaces, and ties every
 process of the command to the ``bwrap`` process we start, so killing that one process
 kills them all.
 """
@@ -23,9 +23,11 @@ from core.errors import ToolFailed
 
 from .config import ExecConfig
 from .control_files import sandbox_control_mounts
+from .sandbox_diagnosis import explain_probe_failure, systemd_unit
 
 __all__ = [
     "BASE_ENV",
+    "NAMESPACES",
     "SYSTEM_PATHS",
     "BwrapSandbox",
     "NoSandbox",
@@ -48,6 +50,11 @@ _MASKED = ("/etc/familiar",)
 """Directories under ``SYSTEM_PATHS`` hidden behind an empty tmpfs (the system unit's
 ``EnvironmentFile`` with the daemon's secrets lives in ``/etc/familiar``)."""
 _PROBE_TIMEOUT = 10.0
+
+NAMESPACES = ("--unshare-user", "--unshare-ipc", "--unshare-pid")
+"""The namespaces every command gets (plus a network one with ``network = false``): what
+the systemd units' ``RestrictNamespaces=`` allows. Not UTS or cgroup ones: without
+capabilities on the host the command cannot set the hostname or write a cgroup anyway."""
 
 
 def command_env(workspace: Path, passthrough: Iterable[str] = ()) -> dict[str, str]:
@@ -142,9 +149,9 @@ class BwrapSandbox:
         args = [self.binary]
         for mount in self.mounts:
             args += mount
-        args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--unshare-all"]
-        if self.network:
-            args.append("--share-net")
+        args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", *NAMESPACES]
+        if not self.network:
+            args.append("--unshare-net")
         # --new-session: no TIOCSTI into a terminal; --die-with-parent: if bwrap dies
         # (our kill at the timeout) every process in the sandbox gets SIGKILL.
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -243,10 +250,11 @@ async def _probe(config: ExecConfig) -> tuple[BwrapSandbox | None, str]:
         await proc.wait()
         return None, f"`{sandbox.binary} ... true` did not finish in {_PROBE_TIMEOUT:g}s"
     if proc.returncode != 0:
-        detail = err.decode(errors="replace").strip() or f"exit code {proc.returncode}"
-        # Typically "No permissions to creating new namespace": user namespaces are off
-        # (sysctl, container, or systemd's RestrictNamespaces=).
-        return None, f"`{sandbox.binary} ... true` failed: {detail}"
+        stderr = err.decode(errors="replace").strip()
+        detail = stderr or f"exit code {proc.returncode}"
+        unit = await asyncio.to_thread(systemd_unit)
+        why = explain_probe_failure(stderr, proc.returncode or 0, unit=unit)
+        return None, f"`{sandbox.binary} ... true` failed: {detail} ({why})"
     return sandbox, ""
 
 
