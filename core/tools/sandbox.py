@@ -11,9 +11,11 @@ kills them all.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
+import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,6 +225,28 @@ class SandboxChoice:
         return self.sandbox
 
 
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _read_available(fd: int, limit: int = 64 * 1024) -> str:
+    """What is in the pipe now (its writers are gone or killed), then close it."""
+    chunks: list[bytes] = []
+    try:
+        os.set_blocking(fd, False)
+        while sum(map(len, chunks)) < limit:
+            chunk = os.read(fd, limit)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode(errors="replace").strip()
+
+
 async def _probe(config: ExecConfig) -> tuple[BwrapSandbox | None, str]:
     passthrough = tuple(config.env_passthrough)
     try:
@@ -231,29 +255,37 @@ async def _probe(config: ExecConfig) -> tuple[BwrapSandbox | None, str]:
         )
     except FileNotFoundError as exc:
         return None, str(exc)
+    # stderr is a pipe we own, so waiting ends when bwrap exits even if a half-built
+    # sandbox's process (bwrap killed by a system-call filter) still holds the pipe.
+    read_fd, write_fd = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
             *sandbox.probe_argv(),
             env=sandbox.env(Path("/")),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
+            stderr=write_fd,
             start_new_session=True,
         )
     except OSError as exc:
+        os.close(read_fd)
         return None, f"cannot run {sandbox.binary}: {exc}"
+    finally:
+        os.close(write_fd)
     try:
         async with asyncio.timeout(_PROBE_TIMEOUT):
-            _, err = await proc.communicate()
+            code = await proc.wait()
     except TimeoutError:
-        proc.kill()
-        await proc.wait()
+        code = None
+    _kill_group(proc.pid)  # what is left of a sandbox that failed half-way
+    await proc.wait()
+    stderr = _read_available(read_fd)
+    if code is None:
         return None, f"`{sandbox.binary} ... true` did not finish in {_PROBE_TIMEOUT:g}s"
-    if proc.returncode != 0:
-        stderr = err.decode(errors="replace").strip()
-        detail = stderr or f"exit code {proc.returncode}"
+    if code != 0:
+        detail = stderr or f"exit code {code}"
         unit = await asyncio.to_thread(systemd_unit)
-        why = explain_probe_failure(stderr, proc.returncode or 0, unit=unit)
+        why = explain_probe_failure(stderr, code, unit=unit)
         return None, f"`{sandbox.binary} ... true` failed: {detail} ({why})"
     return sandbox, ""
 

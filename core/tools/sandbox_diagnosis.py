@@ -54,18 +54,19 @@ _CAUSES: tuple[tuple[tuple[str, ...], str, str], ...] = (
 
 
 def systemd_unit() -> str | None:
-    """The systemd unit this process runs in, or None outside systemd."""
+    """The systemd unit this process runs in ("" when its name is not found), or None
+    outside systemd (which sets ``INVOCATION_ID`` for every service it starts)."""
     if not os.environ.get("INVOCATION_ID"):
         return None
     try:
         text = Path("/proc/self/cgroup").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return "a systemd unit"
+        return ""
     for line in text.splitlines():
         for part in reversed(line.rpartition(":")[2].split("/")):
             if part.endswith(".service"):
                 return part
-    return "a systemd unit"
+    return ""
 
 
 def explain_probe_failure(stderr: str, returncode: int, *, unit: str | None) -> str:
@@ -76,9 +77,10 @@ def explain_probe_failure(stderr: str, returncode: int, *, unit: str | None) -> 
         returncode: its exit status (negative: the signal that killed it).
         unit: the systemd unit we run in (`systemd_unit`), None outside systemd.
     """
-    where = f"under systemd unit {unit}: " if unit else ""
+    under = unit is not None
+    where = f"under systemd unit {unit}: " if unit else "under systemd: " if under else ""
     if returncode == -signal.SIGSYS:
-        if unit:
+        if under:
             return (
                 f"{where}its SystemCallFilter= killed bwrap (a system call it needs is not "
                 f"allowed); {_FIX_UNIT}"
@@ -87,7 +89,7 @@ def explain_probe_failure(stderr: str, returncode: int, *, unit: str | None) -> 
     text = stderr.lower()
     for needles, under_systemd, elsewhere in _CAUSES:
         if any(n in text for n in needles):
-            return f"{where}{under_systemd}; {_FIX_UNIT}" if unit else elsewhere
-    if unit:
+            return f"{where}{under_systemd}; {_FIX_UNIT}" if under else elsewhere
+    if under:
         return f"{where}one of its sandboxing directives blocks bubblewrap; {_FIX_UNIT}"
     return "see bubblewrap's message"
