@@ -193,9 +193,9 @@ def test_a_directive_the_simulation_does_not_model_stops_it(home: Path, tmp_path
     kind, text = _units(home)["system"]
     path = tmp_path / "unit.service"
     path.write_text(_add_after_exec_start("BindPaths=/srv")(text))
+    argv = [sys.executable, "-m", "tests.unitsim.run", "--unit", str(path), "--kind", kind]
     done = subprocess.run(
-        [sys.executable, "-m", "tests.unitsim.run", "--unit", str(path), "--kind", kind]
-        + ["--user", USER, "--", "/bin/true"],  # noqa: RUF005
+        [*argv, "--user", USER, "--", "/bin/true"],
         capture_output=True,
         text=True,
         cwd=ROOT,
