@@ -71,7 +71,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_cli_start
 
 # systemd-analyze lints the unit files in tests; bubblewrap (bwrap) is the exec tool's
-# sandbox. Installing them is best effort: without them those tests skip, except under
+# sandbox; libseccomp lets tests apply the units' system-call filters (tests/unitsim). Installing them is best effort: without them those tests skip, except under
 # CI=true, where they fail.
 deps-system:
 	@if command -v systemd-analyze >/dev/null 2>&1; then :; \
@@ -93,6 +93,16 @@ deps-system:
 	  || echo "warning: could not install bubblewrap; exec sandbox tests will skip"; \
 	else \
 	  echo "note: bwrap not found; exec sandbox tests will skip (install package bubblewrap)"; \
+	fi
+	@if ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2'; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing libseccomp2 (tests apply the units' seccomp filters)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends libseccomp2 >/dev/null 2>&1 \
+	  || { apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends libseccomp2; } \
+	  || echo "warning: could not install libseccomp2; unit sandbox tests will skip"; \
+	else \
+	  echo "note: libseccomp not found; unit sandbox tests will skip (install package libseccomp2)"; \
 	fi
 
 clean:

@@ -43,6 +43,8 @@ from core.tasks.agent_files import AgentSource
 from core.tasks.catalog import AgentCatalog, home_agent_sources
 from core.tasks.commands import register_task_commands
 from core.tasks.registry import TaskRegistry
+from core.tasks.repository import TaskRepository
+from core.tasks.roots import TaskRoots
 from core.tasks.tools import subagent_tools
 from core.tools.approvals import ApprovalService, register_approval_commands
 from core.tools.base import Tool, ToolDeps
@@ -168,7 +170,7 @@ async def build_core(
         clock=schedule_clock,
     )
     register_schedule_commands(commands, schedules)
-    runner = ExecRunner(tools.exec)
+    runner = ExecRunner(tools.exec, roots=TaskRoots(TaskRepository(store=store)))
     approvals = ApprovalService(
         store=store,
         bus=bus,

@@ -48,9 +48,11 @@ class ExecConfig(BaseModel):
             (danger matches are only logged).
         approval_timeout: seconds an approval stays open; unanswered, it is denied.
         sandbox: where commands run. ``auto``: in bubblewrap when ``bwrap ... true``
-            works (probed once), else on the host with a logged warning; ``bwrap``:
+            works (probed once), else on the host with a logged warning, and then only
+            for conversations started in the local CLI (others are refused); ``bwrap``:
             always in bubblewrap, every command fails when it does not work; ``none``:
-            on the host. Either way the environment is the allow-list below.
+            on the host, for every channel. Either way the environment is the
+            allow-list below.
         network: commands may use the network (``false`` gives the bubblewrap sandbox
             its own network namespace with only a loopback; no effect without a sandbox).
         env_passthrough: names of the daemon's environment variables handed to

@@ -20,6 +20,7 @@ from .config import ExecConfig, ToolsConfig
 from .control_files import missing_control_files, remove_created_control_files
 from .danger import DangerMatcher
 from .decorator import tool
+from .origin import SessionRoots, is_local, root_of
 from .sandbox import Sandbox, SandboxChoice, SandboxSelector
 
 __all__ = ["ApprovalGate", "ExecRunner", "exec_tools"]
@@ -159,10 +160,13 @@ class ExecRunner:
 
     Args:
         config: the ``[tools.exec]`` section.
+        roots: finds the session a subagent chain started in; without it a subagent
+            counts as remote (see `admit`).
     """
 
-    def __init__(self, config: ExecConfig) -> None:
+    def __init__(self, config: ExecConfig, *, roots: SessionRoots | None = None) -> None:
         self.config = config
+        self.roots = roots
         self._sandboxes = SandboxSelector(config)
 
     def limit(self, timeout: float | None) -> float:
@@ -177,9 +181,33 @@ class ExecRunner:
         """Where this process runs commands: what status and doctor report."""
         return await self._sandboxes.choice()
 
+    async def admit(self, ctx: ToolContext) -> Sandbox:
+        """The sandbox for a command from ``ctx``'s conversation, or ToolFailed.
+
+        Without a working sandbox (``auto`` fell back to the host) only a conversation
+        the operator started in the local CLI may run commands; Slack, Teams, webhook
+        callers and every subagent or schedule they started are refused, unless the
+        operator chose ``tools.exec.sandbox = "none"``.
+        """
+        choice = await self._sandboxes.choice()
+        sandbox = choice.require()
+        if choice.mode != "auto" or choice.problem == "":
+            return sandbox
+        root = await root_of(ctx, self.roots)
+        if is_local(root):
+            return sandbox
+        raise ToolFailed(
+            "exec is refused: bubblewrap does not work here, so the command would run "
+            f"on the host unsandboxed, and this conversation started on {root.channel!r} "
+            f"({root.session_key}), not the local CLI. The operator can fix the sandbox "
+            '(`familiar doctor` says what blocks it) or set tools.exec.sandbox = "none" '
+            f"to run commands from every channel on the host. Sandbox problem: {choice.problem}"
+        )
+
     async def run(self, command: str, ctx: ToolContext, timeout: float | None = None) -> str:
-        """Run ``command``; ``"exit code N\\n<output>"`` (ToolFailed on timeout)."""
-        sandbox = await self._sandboxes.get()
+        """Run ``command``; ``"exit code N\\n<output>"`` (ToolFailed on timeout or when
+        `admit` refuses)."""
+        sandbox = await self.admit(ctx)
         limit = self.limit(timeout)
         missing = await asyncio.to_thread(missing_control_files, ctx.workspace)
         try:
@@ -236,6 +264,7 @@ def exec_tools(
             timeout: seconds before the command and its children are killed.
         """
         limit = run.limit(timeout)
+        await run.admit(ctx)  # before asking for an approval that could not be used
         refused = deny.reason(command)
         if refused is not None:
             raise PolicyDenied(f"command refused: it {refused} (tools.exec.deny_patterns)")

@@ -3,7 +3,7 @@
 Both kinds give the command an environment built from an allow-list, never the
 daemon's own. The bubblewrap sandbox also hides everything but the system directories
 and the workspace, gives the command a private ``/tmp``, ``/dev`` and ``/proc`` in new
-PID (and user, IPC, UTS, cgroup, optionally network) namespaces, and ties every
+PID (and user, IPC, optionally network) namespaces, and ties every
 process of the command to the ``bwrap`` process we start, so killing that one process
 kills them all.
 """
@@ -11,9 +11,11 @@ kills them all.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
+import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +25,11 @@ from core.errors import ToolFailed
 
 from .config import ExecConfig
 from .control_files import sandbox_control_mounts
+from .sandbox_diagnosis import explain_probe_failure, systemd_unit
 
 __all__ = [
     "BASE_ENV",
+    "NAMESPACES",
     "SYSTEM_PATHS",
     "BwrapSandbox",
     "NoSandbox",
@@ -48,6 +52,11 @@ _MASKED = ("/etc/familiar",)
 """Directories under ``SYSTEM_PATHS`` hidden behind an empty tmpfs (the system unit's
 ``EnvironmentFile`` with the daemon's secrets lives in ``/etc/familiar``)."""
 _PROBE_TIMEOUT = 10.0
+
+NAMESPACES = ("--unshare-user", "--unshare-ipc", "--unshare-pid")
+"""The namespaces every command gets (plus a network one with ``network = false``): what
+the systemd units' ``RestrictNamespaces=`` allows. Not UTS or cgroup ones: without
+capabilities on the host the command cannot set the hostname or write a cgroup anyway."""
 
 
 def command_env(workspace: Path, passthrough: Iterable[str] = ()) -> dict[str, str]:
@@ -142,9 +151,9 @@ class BwrapSandbox:
         args = [self.binary]
         for mount in self.mounts:
             args += mount
-        args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--unshare-all"]
-        if self.network:
-            args.append("--share-net")
+        args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", *NAMESPACES]
+        if not self.network:
+            args.append("--unshare-net")
         # --new-session: no TIOCSTI into a terminal; --die-with-parent: if bwrap dies
         # (our kill at the timeout) every process in the sandbox gets SIGKILL.
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -216,6 +225,28 @@ class SandboxChoice:
         return self.sandbox
 
 
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _read_available(fd: int, limit: int = 64 * 1024) -> str:
+    """What is in the pipe now (its writers are gone or killed), then close it."""
+    chunks: list[bytes] = []
+    try:
+        os.set_blocking(fd, False)
+        while sum(map(len, chunks)) < limit:
+            chunk = os.read(fd, limit)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode(errors="replace").strip()
+
+
 async def _probe(config: ExecConfig) -> tuple[BwrapSandbox | None, str]:
     passthrough = tuple(config.env_passthrough)
     try:
@@ -224,29 +255,38 @@ async def _probe(config: ExecConfig) -> tuple[BwrapSandbox | None, str]:
         )
     except FileNotFoundError as exc:
         return None, str(exc)
+    # stderr is a pipe we own, so waiting ends when bwrap exits even if a half-built
+    # sandbox's process (bwrap killed by a system-call filter) still holds the pipe.
+    read_fd, write_fd = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
             *sandbox.probe_argv(),
             env=sandbox.env(Path("/")),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
+            stderr=write_fd,
             start_new_session=True,
         )
     except OSError as exc:
+        os.close(read_fd)
         return None, f"cannot run {sandbox.binary}: {exc}"
+    finally:
+        os.close(write_fd)
     try:
         async with asyncio.timeout(_PROBE_TIMEOUT):
-            _, err = await proc.communicate()
+            code = await proc.wait()
     except TimeoutError:
-        proc.kill()
-        await proc.wait()
+        code = None
+    _kill_group(proc.pid)  # what is left of a sandbox that failed half-way
+    await proc.wait()
+    stderr = _read_available(read_fd)
+    if code is None:
         return None, f"`{sandbox.binary} ... true` did not finish in {_PROBE_TIMEOUT:g}s"
-    if proc.returncode != 0:
-        detail = err.decode(errors="replace").strip() or f"exit code {proc.returncode}"
-        # Typically "No permissions to creating new namespace": user namespaces are off
-        # (sysctl, container, or systemd's RestrictNamespaces=).
-        return None, f"`{sandbox.binary} ... true` failed: {detail}"
+    if code != 0:
+        detail = stderr or f"exit code {code}"
+        unit = await asyncio.to_thread(systemd_unit)
+        why = explain_probe_failure(stderr, code, unit=unit)
+        return None, f"`{sandbox.binary} ... true` failed: {detail} ({why})"
     return sandbox, ""
 
 

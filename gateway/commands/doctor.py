@@ -167,16 +167,22 @@ def _sandbox_verdict(label: str, choice: dict[str, Any], *, network: bool) -> _C
     if choice.get("name") is None:
         return _Check(label, False, str(choice.get("problem") or "unavailable"))
     if choice["name"] == "none":
-        why = (
-            'tools.exec.sandbox = "none"'
-            if choice.get("mode") == "none"
-            else f"{choice.get('problem')}; install bubblewrap or allow user namespaces"
-        )
+        if choice.get("mode") == "none":
+            return _Check(
+                label,
+                True,
+                "WARNING: none: exec commands from every channel run unconfined and can read "
+                "every file this user can ($FAMILIAR_HOME/config.toml, familiar.db) "
+                '(tools.exec.sandbox = "none")',
+                warn=True,
+            )
         return _Check(
             label,
             True,
-            "WARNING: none: exec commands run unconfined and can read every file this "
-            f"user can ($FAMILIAR_HOME/config.toml, familiar.db) ({why})",
+            "WARNING: bubblewrap does not work, so exec runs only for conversations started "
+            "in the local CLI, unconfined (it can read $FAMILIAR_HOME/config.toml); Slack, "
+            "Teams, webhook callers and their subagents are refused. Cause: "
+            f"{choice.get('problem')}",
             warn=True,
         )
     return _Check(label, True, f"bwrap (bubblewrap), network {'on' if network else 'off'}")

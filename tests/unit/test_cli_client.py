@@ -401,8 +401,24 @@ def test_doctor_warns_loudly_without_exec_sandbox(daemon: ControlStack, home: Pa
     (home / "workspace").mkdir(exist_ok=True)
     result = cli("doctor", "--home", str(home))
     assert result.exit_code == 0, result.stdout
-    assert "! exec sandbox: WARNING: none: exec commands run unconfined" in result.stdout
+    assert "! exec sandbox: WARNING: none: exec commands from every channel run unconfined" in (
+        result.stdout
+    )
     assert 'tools.exec.sandbox = "none"' in result.stdout
+
+
+def test_doctor_says_remote_exec_is_refused_when_bwrap_is_missing(
+    daemon: ControlStack, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write_config(home, '[provider]\nkind = "scripted"\n')
+    (home / "workspace").mkdir(exist_ok=True)
+    (home / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(home / "bin"))
+    result = cli("doctor", "--home", str(home))
+    assert result.exit_code == 0, result.stdout
+    assert "! exec sandbox: WARNING: bubblewrap does not work" in result.stdout
+    assert "Slack, Teams, webhook callers and their subagents are refused" in result.stdout
+    assert "bwrap (package bubblewrap) is not on PATH" in result.stdout
 
 
 def test_doctor_fails_when_required_bwrap_is_missing(

@@ -467,3 +467,108 @@ def test_role_units_pass_systemd_analyze_verify(
 def test_a_role_unit_for_an_unknown_role_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown role"):
         render_role_unit("janitor", home=tmp_path, user="familiar")
+
+
+# --- systemd-analyze security ------------------------------------------------------------
+
+# Checks a unit may fail. The daemon's own needs: the network, local sockets, the host's
+# root, the rtc node ProtectClock= adds; ProcSubset=pid would hide /proc/sys, which
+# bubblewrap reads. What bubblewrap needs (docs/security/sandbox.md): its namespaces,
+# the mount calls and capset, no masks over /proc (ProtectKernelTunables=/-Logs=), and
+# netlink for tools.exec.network = false. The user unit: what offline analysis of a user
+# unit cannot see (it runs as the user, not root) and what a user manager cannot do.
+_DAEMON = {
+    "PrivateNetwork=", "IPAddressDeny=", "RestrictAddressFamilies=~AF_(INET|INET6)",
+    "RestrictAddressFamilies=~AF_UNIX", "RootDirectory=/RootImage=", "DeviceAllow=",
+    "ProcSubset=",
+}  # fmt: skip
+_BWRAP = {
+    "RestrictNamespaces=~user", "RestrictNamespaces=~pid", "RestrictNamespaces=~net",
+    "RestrictNamespaces=~mnt", "RestrictNamespaces=~ipc", "SystemCallFilter=~@mount",
+    "SystemCallFilter=~@privileged", "ProtectKernelTunables=", "ProtectKernelLogs=",
+    "RestrictAddressFamilies=~AF_NETLINK",
+}  # fmt: skip
+_USER_UNIT = {"User=/DynamicUser=", "ProtectProc=", "ProtectHome="}
+# (kind, where the interpreter lives) -> the highest exposure allowed. Before issue 22
+# the units scored 1.6 / 1.7 / 2.2 with RestrictNamespaces=yes, which switched the
+# exec sandbox off; bubblewrap's needs cost more than every compatible compensation
+# (PrivateUsers=, ProtectProc=invisible, PrivateMounts=, RemoveIPC=, KeyringMode=) wins.
+_CEILING = {("system", "opt"): 2.3, ("system", "home"): 2.4, ("user", "home"): 3.0}
+
+
+def _security(analyze: str, kind: UnitKind, unit: Path) -> tuple[float, set[str]]:
+    argv = [analyze, *(["--user"] if kind == "user" else []), "security", "--offline=true"]
+    env = dict(os.environ, SYSTEMD_COLORS="0", SYSTEMD_PAGER="")
+    runtime = short_home()
+    env["XDG_RUNTIME_DIR"] = str(runtime)
+    try:
+        proc = subprocess.run(
+            [*argv, "--no-pager", unit.name],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=unit.parent,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+    score = re.search(r"Overall exposure level for \S+: (\d+\.\d)", proc.stdout)
+    assert score is not None, proc.stdout + proc.stderr
+    failing = {line.split()[1] for line in proc.stdout.splitlines() if line.startswith("✗")}
+    return float(score.group(1)), failing
+
+
+def _units_for_security(tmp_path: Path) -> dict[str, tuple[UnitKind, str, str]]:
+    home = Path("/var/lib/familiar")
+    opt = exec_start_for(home, python="/opt/familiar/bin/python")
+    here = exec_start_for(home, python="/home/ann/familiar/.venv/bin/python")
+    units: dict[str, tuple[UnitKind, str, str]] = {
+        "system-opt": (
+            "system",
+            "opt",
+            render_unit(
+                "system",
+                exec_start=opt,
+                home=home,
+                user="familiar",
+                code_root=Path("/opt/familiar/lib"),
+            ),
+        ),
+        "system-home": (
+            "system",
+            "home",
+            render_unit("system", exec_start=here, home=home, user="familiar"),
+        ),
+        "user": (
+            "user",
+            "home",
+            render_unit("user", exec_start=here, home=tmp_path / "fam", user=None),
+        ),
+    }
+    for role in ROLE_UNIT_NAMES:
+        text = render_role_unit(
+            role,
+            home=home,
+            user="familiar",
+            python="/opt/familiar/bin/python",
+            code_root=Path("/opt/familiar/lib"),
+        )
+        units[f"role-{role}"] = ("system", "opt", text)
+    return units
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["system-opt", "system-home", "user", "role-agent", "role-channels", "role-scheduler"],
+)
+def test_rendered_units_security_exposure(systemd_analyze: str, tmp_path: Path, name: str) -> None:
+    kind, where, text = _units_for_security(tmp_path)[name]
+    unit = tmp_path / "units" / "familiar.service"
+    unit.parent.mkdir()
+    unit.write_text(text)
+    score, failing = _security(systemd_analyze, kind, unit)
+    allowed = _DAEMON | _BWRAP | (_USER_UNIT if kind == "user" else {"ProtectHome="})
+    assert failing <= allowed, f"newly failing: {sorted(failing - allowed)}"
+    assert failing >= _BWRAP  # what the sandbox needs really is granted
+    assert score <= _CEILING[(kind, where)], f"{name} scores {score}"
