@@ -236,10 +236,10 @@ def exec_tools(
             timeout: seconds before the command and its children are killed.
         """
         limit = run.limit(timeout)
-        refused = deny.reason(command)
+        refused = deny.reason(command, cwd=str(ctx.workspace))
         if refused is not None:
             raise PolicyDenied(f"command refused: it {refused} (tools.exec.deny_patterns)")
-        reason = danger.reason(command)
+        reason = danger.reason(command, cwd=str(ctx.workspace))
         why = _needs_approval(cfg, reason)
         if why is not None:
             if approvals is None:
