@@ -58,9 +58,10 @@ def _names(text: str) -> frozenset[str]:
 
 _SAFE_MODULES = _names(
     # Not operator, string or typing: they reach attributes (or evaluate text) by name.
+    # sys is for sys.stdin/argv: its way out (sys.modules, hooks) is in the attributes.
     "math cmath json re datetime time random statistics collections itertools functools "
     "textwrap decimal fractions base64 binascii hashlib hmac uuid calendar zoneinfo "
-    "unicodedata heapq bisect array struct enum pprint difflib numbers copy secrets"
+    "unicodedata heapq bisect array struct enum pprint difflib numbers copy secrets sys"
 )
 _UNSAFE_NAMES = _names(
     "open exec eval compile getattr setattr delattr globals locals vars breakpoint input "
@@ -71,7 +72,8 @@ _UNSAFE_ATTRIBUTES = _names(
     "system popen spawn remove unlink rmdir rmtree rename replace open write_text "
     "write_bytes chmod chown kill modules loader import_module f_globals f_back "
     "gi_frame cr_frame tb_frame codecs tempfile glob signal pty get_field get_value "
-    "attrgetter methodcaller"
+    "attrgetter methodcaller f_builtins f_locals f_code settrace setprofile addaudithook "
+    "meta_path path_hooks breakpointhook excepthook displayhook unraisablehook"
 )
 _MAX_PYTHON = 20_000
 
