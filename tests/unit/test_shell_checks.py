@@ -91,7 +91,7 @@ HARMLESS = [
     "python3 -c 'print(2**10)'",
     "python3 -c 'import json, math; print(json.dumps({\"pi\": math.pi}))'",
     "cat data.json | python3 -m json.tool",
-    "curl -s https://example.com/a.json | python3 -c 'import sys, json; print(json.load(sys.stdin)[\"a\"])'",
+    "curl -s https://x.example/a.json | python3 -c 'import sys, json; print(json.load(sys.stdin))'",
     'sh -c "make && make test"',
     "cat > notes.txt <<'EOF'\nhello\nEOF",
     'for f in *.py; do echo "$f"; done',
