@@ -66,6 +66,7 @@ def _to_inbound(
         text=text,
         delivery=Delivery(channel="cli", chat_id=name),
         sender="cli",
+        approver="cli",  # the control socket is the operator's own (file permissions)
         autopilot=autopilot,
         event_id=client_id,
     )

@@ -78,6 +78,11 @@ class InboundMessage(_Frozen):
     text: str
     delivery: Delivery
     sender: str = ""
+    approver: str | None = None
+    """Who answers approvals with this message, as its channel authenticated them (a
+    Slack or Teams user id, ``cli``, ``webhook:<hook>``; never a field a caller typed):
+    recorded as ``decided_by``. None: ``/approve`` and ``/deny`` are refused here (a
+    webhook hook without ``allow_approve``, a schedule, a hook)."""
     attachments: tuple[Attachment, ...] = ()
     origin: Origin = "user"
     event_id: str | None = None

@@ -195,6 +195,7 @@ def to_inbound(
             route={"team": incoming.team, "user": incoming.user, "ts": incoming.ts},
         ),
         sender=incoming.user,
+        approver=incoming.user,  # from Slack's signed event, never the message text
         attachments=tuple(attachments),
         event_id=incoming.event_id,
     )

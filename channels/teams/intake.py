@@ -137,6 +137,7 @@ def to_inbound(incoming: Incoming, *, message_id: str) -> InboundMessage:
             route={_REF: json.dumps(incoming.reference, separators=(",", ":"))},
         ),
         sender=incoming.user,
+        approver=incoming.user,  # from the token-checked activity, never the message text
         event_id=incoming.event_id,
     )
 

@@ -42,6 +42,10 @@ class HookConfig(BaseModel):
     """Requests per second accepted on average (token bucket; 429 beyond)."""
     burst: Annotated[int, Field(ge=1)] = 20
     """Requests accepted at once before ``rate`` applies."""
+    allow_approve: bool = False
+    """Callers of this hook may answer ``/approve`` and ``/deny`` (recorded as decided by
+    ``webhook:<name>``). Off: both are refused, and a command that needs approval is
+    refused at once in this hook's sessions (nobody could answer it)."""
 
     @field_validator("callback_allow", mode="after")
     @classmethod

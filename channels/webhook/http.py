@@ -165,7 +165,8 @@ class WebhookApi:
         url = sent.callback_url
         if url is not None and not any(url.startswith(p) for p in hook.callback_allow):
             raise _Refused(400, "callback_url: not allowed for this hook (see callback_allow)")
-        published = await bus.publish_inbound(to_inbound(name, sent))
+        message = to_inbound(name, sent, allow_approve=hook.allow_approve)
+        published = await bus.publish_inbound(message)
         message_id, session = published.message_id, sent.session
         if published.duplicate:
             first = await bus.message_status(message_id)

@@ -21,14 +21,19 @@ def session_name(key: str) -> str:
     return key.split(":", 2)[-1]
 
 
-def to_inbound(hook: str, sent: WebhookRequest) -> InboundMessage:
-    """The bus message for a request to ``hook``; the callback URL rides in its delivery."""
+def to_inbound(hook: str, sent: WebhookRequest, *, allow_approve: bool = False) -> InboundMessage:
+    """The bus message for a request to ``hook``; the callback URL rides in its delivery.
+
+    The body's ``sender`` is only a display name: approvals are answered (when the hook's
+    ``allow_approve`` lets them be) as the authenticated hook, ``webhook:<hook>``.
+    """
     route = {"callback_url": sent.callback_url} if sent.callback_url else {}
     return InboundMessage(
         session_key=session_key(hook, sent.session),
         text=sent.text,
         delivery=Delivery(channel="webhook", chat_id=hook, route=route),
         sender=sent.sender or f"webhook:{hook}",
+        approver=f"webhook:{hook}" if allow_approve else None,
         event_id=f"{hook}:{sent.idempotency_key}" if sent.idempotency_key else None,
         metadata=sent.metadata,
     )

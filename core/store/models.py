@@ -119,6 +119,9 @@ class ApprovalRow(SQLModel, table=True):
     """The Delivery (JSON) of that message: the outcome is answered there."""
     command: str = Field(sa_column=Column(Text, nullable=False))
     timeout: float
+    command_sha256: str | None = Field(default=None, max_length=64)
+    """SHA-256 of the exact command and timeout (``command_digest``): what /approve runs
+    must hash the same. None on rows from before it existed (those are refused)."""
     reason: str = Field(sa_column=Column(Text, nullable=False))
     status: str = Field(default="pending", max_length=16)
     """pending, approved, denied or expired."""

@@ -38,7 +38,8 @@ class ExecConfig(BaseModel):
         deny_patterns: regexes searched in the normalised command line (see
             ``core.tools.danger``); a match refuses the command outright, no approval
             asked. Empty by default.
-        danger_patterns: regexes searched the same way; a match needs the user's
+        danger_patterns: regexes searched the same way, and in each simple command as
+            the shell would run it (``core.tools.shell_checks``); a match needs the user's
             approval (``approval = "dangerous"``) or is logged (``"never"``). The
             defaults catch deleting / or home, piping into a shell, eval/sh -c of
             dynamic text, writes to /etc and /boot, disk formatting, fork bombs and

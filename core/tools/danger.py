@@ -9,12 +9,20 @@ position* (the start of the line or of a pipeline stage, after ``;``, ``&&``, ``
 ``echo "rm -rf /"`` pass while ``sh -c 'rm -rf /'`` does not. A quoted ``;`` counts as
 a separator after collapsing (``echo "a; reboot"`` asks): the errors lean towards asking.
 
+The patterns also see every simple command the shell would run, in canonical form
+(`core.tools.shell_checks`: ``x=rm; $x -rf /.`` is ``rm -rf /``, ``cd / && rm -rf *``
+is ``rm -rf /*``), and a danger matcher adds the structural reasons found there (inline
+interpreter code, text piped into an interpreter, a file written then run, anything
+the parser cannot read for certain). docs/security/approvals.md lists them.
+
 These are a speed bump against accidents and prompt injection, not a sandbox.
 """
 
 from __future__ import annotations
 
 import re
+
+from .shell_checks import inspect
 
 __all__ = ["DEFAULT_DANGER_PATTERNS", "DangerMatcher", "normalise_command"]
 
@@ -99,24 +107,40 @@ class DangerMatcher:
         reasons: a reason per known pattern (default: the defaults'); others get
             ``matches <kind> pattern '<regex>'``.
         kind: names the patterns in that generic reason (``danger``, ``deny``).
+        structural: also give the parser's structural reasons (default: for ``danger``
+            matchers that have patterns; an empty ``danger_patterns`` turns them off too).
     """
 
     def __init__(
-        self, patterns: list[str], reasons: dict[str, str] | None = None, *, kind: str = "danger"
+        self,
+        patterns: list[str],
+        reasons: dict[str, str] | None = None,
+        *,
+        kind: str = "danger",
+        structural: bool | None = None,
     ) -> None:
         known = DEFAULT_DANGER_PATTERNS if reasons is None else reasons
         self._patterns = [
             (re.compile(p, re.MULTILINE), known.get(p) or f"matches {kind} pattern {p!r}")
             for p in patterns
         ]
+        self._structural = bool(patterns) and kind == "danger" if structural is None else structural
 
     def __bool__(self) -> bool:
         return bool(self._patterns)
 
-    def reason(self, command: str) -> str | None:
-        """Why ``command`` matches (``"deletes /"``), or None when nothing matches."""
-        normal = normalise_command(command)
+    def reason(self, command: str, *, cwd: str | None = None) -> str | None:
+        """Why ``command`` matches (``"deletes /"``), or None when nothing matches.
+
+        Args:
+            command: the shell command line.
+            cwd: the directory it runs in (relative paths are resolved against it).
+        """
+        if not self._patterns and not self._structural:
+            return None
+        inspection = inspect(command, cwd=cwd)
+        views = list(dict.fromkeys([normalise_command(command), *inspection.lines]))
         for regex, why in self._patterns:
-            if regex.search(normal):
+            if any(regex.search(view) for view in views):
                 return why
-        return None
+        return inspection.reason if self._structural else None

@@ -265,10 +265,10 @@ def exec_tools(
         """
         limit = run.limit(timeout)
         await run.admit(ctx)  # before asking for an approval that could not be used
-        refused = deny.reason(command)
+        refused = deny.reason(command, cwd=str(ctx.workspace))
         if refused is not None:
             raise PolicyDenied(f"command refused: it {refused} (tools.exec.deny_patterns)")
-        reason = danger.reason(command)
+        reason = danger.reason(command, cwd=str(ctx.workspace))
         why = _needs_approval(cfg, reason)
         if why is not None:
             if approvals is None:

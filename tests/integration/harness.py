@@ -20,6 +20,7 @@ from core.tools.config import ToolsConfig
 
 
 def inbound(session: str, text: str, **kw: object) -> InboundMessage:
+    kw.setdefault("approver", "test-user")  # as a channel that authenticated its user
     return InboundMessage(
         session_key=session, text=text, delivery=Delivery(channel="test", chat_id=session), **kw
     )  # type: ignore[arg-type]

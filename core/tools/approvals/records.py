@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import secrets
 from collections.abc import Mapping
@@ -14,6 +16,7 @@ from core.messages import Delivery
 __all__ = [
     "ApprovalInfo",
     "ApprovalStatus",
+    "command_digest",
     "new_approval_id",
     "outcome_message_id",
     "parse_approval_id",
@@ -44,6 +47,12 @@ def parse_approval_id(text: str, *, usage: str) -> str:
     return match.group(1)
 
 
+def command_digest(command: str, timeout: float) -> str:
+    """SHA-256 (hex) of exactly what an approval runs: the command text and its timeout."""
+    canonical = json.dumps({"command": command, "timeout": timeout}, ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
 def outcome_message_id(approval_id: str) -> str:
     """The inbound message id that carries an approval's outcome to the model (one only)."""
     return f"approval-{approval_id}"
@@ -67,12 +76,13 @@ class ApprovalInfo:
     decided_by: str | None = None
     decision_message_id: str | None = None
     reported_at: float | None = None
+    command_sha256: str | None = None
+    """``command_digest`` taken when the approval was asked (None on old rows)."""
 
     @property
-    def shown_command(self) -> str:
-        """The command for a one-line text (long ones shortened)."""
-        one_line = " ".join(self.command.split())
-        return one_line if len(one_line) <= 200 else one_line[:197] + "..."
+    def intact(self) -> bool:
+        """The command and timeout still hash to the digest taken when it was asked."""
+        return self.command_sha256 == command_digest(self.command, self.timeout)
 
 
 def info_of_row(row: Mapping[Any, Any]) -> ApprovalInfo:
@@ -92,4 +102,5 @@ def info_of_row(row: Mapping[Any, Any]) -> ApprovalInfo:
         decided_by=row["decided_by"],
         decision_message_id=row["decision_message_id"],
         reported_at=row["reported_at"],
+        command_sha256=row["command_sha256"],
     )

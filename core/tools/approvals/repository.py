@@ -14,7 +14,7 @@ from core.messages import Delivery
 from core.store.engine import Store
 from core.store.models import ApprovalRow
 
-from .records import ApprovalInfo, ApprovalStatus, info_of_row, new_approval_id
+from .records import ApprovalInfo, ApprovalStatus, command_digest, info_of_row, new_approval_id
 
 __all__ = ["ApprovalRepository", "Decided", "NewApproval"]
 
@@ -37,10 +37,15 @@ class NewApproval:
 
 @dataclass(frozen=True, slots=True)
 class Decided:
-    """An approval after an answer; ``fresh`` when this very call decided it."""
+    """An approval after an answer; ``fresh`` when this very call decided it.
+
+    ``refused``: an approve found the command no longer hashing to its digest, and
+    denied it instead.
+    """
 
     info: ApprovalInfo
     fresh: bool
+    refused: bool = False
 
 
 def _decided_event(info: ApprovalInfo, message_id: str | None) -> Event:
@@ -104,6 +109,7 @@ class ApprovalRepository:
             "delivery": new.delivery.model_dump_json(),
             "command": new.command,
             "timeout": new.timeout,
+            "command_sha256": command_digest(new.command, new.timeout),
             "reason": new.reason,
             "status": "pending",
             "created_at": now,
@@ -148,7 +154,8 @@ class ApprovalRepository:
         """Answer a pending approval of ``session_key`` (None if it has no such approval).
 
         One whose time ran out is marked ``expired`` instead, and one already decided
-        is returned as it is (``fresh`` False either way).
+        is returned as it is (``fresh`` False either way). An approve of a command that
+        no longer hashes to the digest taken when it was asked denies it (``refused``).
         """
 
         def job(conn: Connection) -> Decided | None:
@@ -161,11 +168,12 @@ class ApprovalRepository:
                 expired = _expire_in(conn, info, now)
                 return Decided(expired or _row(conn, approval_id) or info, fresh=False)
             values = {"decided_at": now, "decided_by": by, "decision_message_id": message_id}
-            changed = _set_status(conn, info, decision, **values)
+            refused = decision == "approved" and not info.intact
+            changed = _set_status(conn, info, "denied" if refused else decision, **values)
             if changed is None:
                 return Decided(_row(conn, approval_id) or info, fresh=False)
             EventLog.add_in(conn, [_decided_event(changed, message_id)])
-            return Decided(changed, fresh=True)
+            return Decided(changed, fresh=True, refused=refused)
 
         return await self._store.transact(job)
 

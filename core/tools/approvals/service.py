@@ -21,6 +21,7 @@ from core.messages import InboundMessage
 from core.store.engine import Store
 from core.tools.base import ToolContext
 
+from .display import command_block, command_reference, command_short
 from .records import ApprovalInfo, outcome_message_id
 from .repository import ApprovalRepository, Decided, NewApproval
 
@@ -85,7 +86,7 @@ class ApprovalService:
     async def request(self, ctx: ToolContext, command: str, *, timeout: float, reason: str) -> str:
         """Record that ``command`` waits for approval; the tool result says how to answer."""
         message = ctx.message
-        if message is None or ctx.session_key.startswith(_HUMANLESS_PREFIXES):
+        if message is None or _unanswerable(ctx.session_key, message):
             raise PolicyDenied(
                 f"command refused: it {reason}, which needs the user's approval, and nobody "
                 "can answer in this session (tools.exec.approval)"
@@ -126,11 +127,7 @@ class ApprovalService:
             return ""  # no approval asked for it in this process: spare every turn a query
         self._asked.discard(message_id)
         pending = await self._rows.pending_for(message_id)
-        lines = [
-            f"- #{info.id}: `{info.shown_command}` (it {info.reason}): "
-            f"/approve {info.id} or /deny {info.id}"
-            for info in pending
-        ]
+        lines = [_pending_line(info) for info in pending]
         if not lines:
             return ""
         return "\n\nWaiting for your approval (nothing runs until you answer):\n" + "\n".join(lines)
@@ -143,6 +140,14 @@ class ApprovalService:
         info = decided.info
         if not decided.fresh:
             return await self._answered_before(message, info)
+        command = info.command
+        if decided.refused or not info.intact:
+            log.warning("approval refused id=%s: the command does not match its digest", info.id)
+            await self._report(info, _mismatch(info))
+            raise CommandError(
+                f"approval #{info.id} refused: the command to run does not match the one "
+                "you were shown (its SHA-256 differs); nothing ran"
+            )
         ctx = ToolContext(
             workspace=self._workspace,
             session_key=info.session_key,
@@ -151,11 +156,11 @@ class ApprovalService:
             message=message,
         )
         try:
-            result = await self._runner.run(info.command, ctx, info.timeout)
+            result = await self._runner.run(command, ctx, info.timeout)
         except ToolFailed as exc:
             failed = f"The user approved #{info.id}; `{info.command}` failed: {exc}"
             await self._report(info, failed)
-            return f"Approved #{info.id}, but `{info.shown_command}` failed: {exc}"
+            return f"Approved #{info.id}, but {command_reference(info)} failed: {exc}"
         except BaseException:
             text = _interrupted(info)
             await asyncio.shield(self._report(info, text))
@@ -166,7 +171,7 @@ class ApprovalService:
             info,
             f"The user approved #{info.id}; `{info.command}` ran: {exit_text}, output:\n{output}",
         )
-        return f"Approved #{info.id}: `{info.shown_command}` ran ({exit_text})."
+        return f"Approved #{info.id}: {command_reference(info)} ran ({exit_text})."
 
     async def deny(self, message: InboundMessage, approval_id: str) -> str:
         """``/deny``: refuse the command and tell the model so."""
@@ -174,17 +179,23 @@ class ApprovalService:
         if not decided.fresh:
             return await self._answered_before(message, decided.info)
         await self._report(decided.info, _denied(decided.info))
-        return f"Denied #{approval_id}: `{decided.info.shown_command}` will not run."
+        return f"Denied #{approval_id}: {command_reference(decided.info)} will not run."
 
     async def _decide(
         self, message: InboundMessage, approval_id: str, decision: Literal["approved", "denied"]
     ) -> Decided:
+        if message.approver is None:
+            raise CommandError(
+                f"/{'approve' if decision == 'approved' else 'deny'} is not allowed from here: "
+                "this channel does not let its callers answer approvals (for a webhook hook: "
+                "allow_approve = true)"
+            )
         decided = await self._rows.decide(
             approval_id,
             message.session_key,
             decision=decision,
             now=self._clock(),
-            by=message.sender or message.delivery.channel,
+            by=message.approver,
             message_id=message.id,
         )
         if decided is None:
@@ -207,7 +218,7 @@ class ApprovalService:
             if info.reported_at is None:
                 await self._report(info, _expired(info))
             raise CommandError(
-                f"approval #{info.id} expired unanswered; `{info.shown_command}` was not run"
+                f"approval #{info.id} expired unanswered; {command_short(info)} was not run"
             )
         raise CommandError(f"approval #{info.id} was already {info.status}")
 
@@ -263,6 +274,31 @@ class ApprovalService:
             )
         )
         await self._rows.mark_reported(info.id, self._clock())
+
+
+def _unanswerable(session_key: str, message: InboundMessage) -> bool:
+    """Nobody could answer an approval asked here: a session nobody types into, or a
+    user's message whose channel lets nobody answer (a webhook hook without
+    ``allow_approve``), where asking could only wait until it expires."""
+    if session_key.startswith(_HUMANLESS_PREFIXES):
+        return True
+    return message.origin == "user" and message.approver is None
+
+
+def _pending_line(info: ApprovalInfo) -> str:
+    """One pending approval in the reply's notice: the whole command, verbatim."""
+    shown = command_block(info)
+    answer = f"/approve {info.id} or /deny {info.id}"
+    if shown.startswith("`"):
+        return f"- #{info.id}: {shown} (it {info.reason}): {answer}"
+    return f"- #{info.id} (it {info.reason}): {answer}{shown}"
+
+
+def _mismatch(info: ApprovalInfo) -> str:
+    return (
+        f"The user approved #{info.id}, but the command to run no longer matched the one "
+        "shown for approval (SHA-256 differs), so nothing ran."
+    )
 
 
 def _denied(info: ApprovalInfo) -> str:
