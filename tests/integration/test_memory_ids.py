@@ -90,6 +90,9 @@ async def test_migrating_keeps_entries_search_and_vectors(tmp_path: Path) -> Non
         assert [e.id for e in await memory.recall(ALICE, "spare key")] == [2]
         await memory.forget(ALICE, 2)  # the triggers keep the index: gone from search
         assert await memory.recall(ALICE, "spare key") == []
+        async with store.read() as conn:  # and the cascade still takes its vector
+            left = (await conn.execute(text("SELECT count(*) FROM memory_vectors"))).scalar()
+        assert left == 0
         added = await memory.remember(ALICE, "the spare key moved to the shed")
         assert added.id == 3
         assert [e.id for e in await memory.recall(ALICE, "shed")] == [3]
