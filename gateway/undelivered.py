@@ -2,9 +2,9 @@
 
 - **Refused at creation**: a schedule made for a session from outside it (``familiar
   schedule add --session KEY``) must name a session whose replies a running channel
-  can deliver: an enabled channel, which accepts the delivery (`ChannelConfig.
-  delivery_problem`: Teams needs a stored conversation reference, Slack a conversation
-  id).
+  can deliver: an enabled channel whose config accepts the delivery
+  (`ChannelConfig.delivery_problem`: Teams needs a stored conversation reference,
+  Slack a conversation id).
 - **Shown**: pending replies of channels that are not enabled (disabled since, or not
   installed) are counted per channel for ``familiar status`` (``undelivered``) and
   ``doctor``.
