@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from core.bus.base import ChannelBus
 from core.bus.ephemeral import EphemeralHub
-from core.messages import OutboundMessage
+from core.messages import Delivery, OutboundMessage
 from core.sessions import UnreadKeeper
 
 __all__ = [
@@ -131,6 +131,16 @@ class ChannelConfig(BaseModel):
         ``request.remote``: read it there, not from the transport.
         """
         return ()
+
+    def delivery_problem(self, delivery: Delivery) -> str | None:
+        """Why this channel cannot deliver a reply to ``delivery`` (None: it can try).
+
+        Asked without I/O when something outside a conversation addresses it (``familiar
+        schedule add --session KEY``: the delivery of KEY's last message, or one made from
+        the key when it has none), so a reply that could never arrive is refused when it
+        is asked for instead of waiting in the outbox. The default trusts any delivery.
+        """
+        return None
 
 
 C = TypeVar("C", bound=ChannelConfig)

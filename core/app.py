@@ -13,6 +13,7 @@ from core.agent.config import AgentConfig
 from core.agent.context import ContextBuilder
 from core.agent.runtime import AgentRuntime
 from core.agent.services import TurnServices
+from core.agent.status_command import register_status_command
 from core.agent.task_complete import task_complete
 from core.agent.tokens import for_model
 from core.agent.turn import TurnHandler
@@ -37,10 +38,12 @@ from core.scheduling import (
     manage_schedule,
     register_schedule_commands,
 )
+from core.scheduling.heartbeat import HEARTBEAT_CHANNEL
 from core.sessions import SessionStore
 from core.store.engine import Store
 from core.tasks.agent_files import AgentSource
 from core.tasks.catalog import AgentCatalog, home_agent_sources
+from core.tasks.collector import SUBAGENT_CHANNEL
 from core.tasks.commands import register_task_commands
 from core.tasks.registry import TaskRegistry
 from core.tasks.repository import TaskRepository
@@ -55,7 +58,10 @@ from core.tools.policy import ToolPolicy
 from core.tools.registry import ToolRegistry
 from core.workspace import scaffold_workspace
 
-__all__ = ["CoreApp", "build_core"]
+__all__ = ["CORE_CHANNELS", "CoreApp", "build_core"]
+
+CORE_CHANNELS = frozenset({SUBAGENT_CHANNEL, HEARTBEAT_CHANNEL})
+"""Outbox channels core delivers itself (subagent answers, heartbeat check-ins)."""
 
 
 @dataclass(kw_only=True)
@@ -253,6 +259,12 @@ async def build_core(
         hooks=hook_runner,
         profiles=task_registry.profiles,
         before_tools=mcp_manager.first_use if mcp_manager.connections else None,
+    )
+    register_status_command(
+        commands,
+        sessions=sessions,
+        queue=bus,
+        provider=lambda: provider.name if provider is not None else None,
     )
     runtime = AgentRuntime(
         inbox=bus,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -39,6 +40,7 @@ from gateway.plugins import ChannelPlugins, discover_channels
 __all__ = [
     "CONFIG_FILE",
     "ChannelsConfig",
+    "DeliveryConfig",
     "FamiliarConfig",
     "GatewayConfig",
     "HttpConfig",
@@ -48,6 +50,7 @@ __all__ = [
     "hooks_dir",
     "load_config",
     "store_url",
+    "unknown_env_sections",
     "workspace_dir",
 ]
 
@@ -154,6 +157,18 @@ class GatewayConfig(BaseModel):
         return self.agent_workers
 
 
+class DeliveryConfig(BaseModel):
+    """Replies no channel can deliver."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expire_after: float = Field(default=86_400.0, gt=0)
+    """Seconds a reply whose channel is not enabled (disabled since it was asked for,
+    or not installed) waits in the outbox, shown by ``familiar status`` and ``doctor``,
+    before it is given up on as a ``delivery.failed`` event (default one day: enabling
+    the channel again within it still delivers the reply)."""
+
+
 class UninstalledChannel(BaseModel):
     """A ``[channels.<name>]`` table no installed plugin describes: kept, never started."""
 
@@ -215,6 +230,7 @@ class FamiliarConfig(BaseSettings):
     store: StoreConfig = Field(default_factory=StoreConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
@@ -293,6 +309,34 @@ def hooks_dir(home: Path) -> Path:
     return home / HOOKS_DIR
 
 
+def unknown_env_sections(model: type[FamiliarConfig], environ: Mapping[str, str]) -> list[str]:
+    """``FAMILIAR_<SECTION>__...`` variables whose section the configuration does not have.
+
+    pydantic-settings reads only the variables of known fields, so a misspelt section
+    (``FAMILIAR_AGNET__NAME``) would be ignored without a word; one inside a known
+    section is caught by that section's ``extra="forbid"``. Variables without ``__``
+    (``FAMILIAR_HOME``, ``FAMILIAR_SUPERVISED``) are not configuration.
+    """
+    prefix = str(model.model_config.get("env_prefix", "")).lower()
+    delimiter = str(model.model_config.get("env_nested_delimiter") or "__")
+    sections = sorted(
+        name
+        for name, field in model.model_fields.items()
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+    )
+    problems = []
+    for variable in sorted(environ):
+        if not variable.lower().startswith(prefix):
+            continue
+        section, nested, _rest = variable[len(prefix) :].partition(delimiter)
+        if nested and section.lower() not in sections:
+            problems.append(
+                f"{variable}: there is no section {section.lower()!r} "
+                f"(sections: {', '.join(sections)})"
+            )
+    return problems
+
+
 def _describe(error: dict[str, Any]) -> str:
     key = ".".join(str(p) for p in error["loc"])
     return f"{key}: {error['msg']}"
@@ -324,6 +368,12 @@ def load_config(
     """
     path = home / CONFIG_FILE
     model = config_model(discover_channels() if channel_plugins is None else channel_plugins)
+    unknown = unknown_env_sections(model, os.environ)
+    if unknown:
+        raise ConfigError(
+            "invalid configuration (FAMILIAR_* environment variables):\n  " + "\n  ".join(unknown),
+            key=unknown[0].split(":", 1)[0],
+        )
     try:
         config: FamiliarConfig = _bound_to(model, path)(**overrides)
         return config

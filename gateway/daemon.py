@@ -73,6 +73,7 @@ from gateway.store_migration import migrate_store
 from gateway.store_watch import StoreWatch
 from gateway.supervisor import ChannelSupervisor
 from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
+from gateway.undelivered import delivery_check
 
 if TYPE_CHECKING:
     from gateway.mcp.mount import AsgiMount
@@ -557,10 +558,10 @@ class _Gateway:
             log.info("channel %s serving on %s", self.channel, self.control.path)
             return
         assert self.core is not None and self.state is not None
-        schedules = self.core.schedules
+        schedules, check = self.core.schedules, delivery_check(self.config.channels)
         self.control = ControlServer(
             build_control_app(
-                self.state, extra_routes=[lambda app: add_schedule_routes(app, schedules)]
+                self.state, extra_routes=[lambda app: add_schedule_routes(app, schedules, check)]
             ),
             self.home / RUN_DIR / SOCKET_FILE,
         )

@@ -250,7 +250,7 @@ class SlackChannel:
             message_id=new_message_id(),
             text=text,
             attachments=fetched.attachments,
-            reply_in_thread=self.config.reply_in_thread,
+            config=self.config,
         )
         live = LiveReply(
             api=api,
@@ -283,7 +283,7 @@ class SlackChannel:
             return
         self._refused.remember(key)
         log.info("slack refused user=%s channel=%s (allow-lists)", incoming.user, incoming.channel)
-        thread = incoming.reply_thread(self.config.reply_in_thread)
+        thread = incoming.reply_thread(self.config)
         if self._api is not None:
             self._spawn(self._api.post(incoming.channel, REFUSAL, thread_ts=thread))
 

@@ -71,11 +71,11 @@ class Incoming:
     def session_key(self) -> str:
         return session_key(self.team, self.channel, self.ts, self.thread_ts)
 
-    def reply_thread(self, reply_in_thread: bool) -> str | None:
+    def reply_thread(self, config: SlackConfig) -> str | None:
         """The ``thread_ts`` replies go to (None: the conversation itself)."""
         if self.thread_ts is not None:
             return self.thread_ts
-        return self.ts if reply_in_thread else None
+        return self.ts if config.threads_replies(dm=self.is_dm) else None
 
 
 def session_key(team: str, channel: str, ts: str, thread_ts: str | None) -> str:
@@ -181,7 +181,7 @@ def to_inbound(
     message_id: str,
     text: str,
     attachments: Sequence[Attachment],
-    reply_in_thread: bool,
+    config: SlackConfig,
 ) -> InboundMessage:
     """The bus message for ``incoming``; its delivery names the thread replies go to."""
     return InboundMessage(
@@ -191,7 +191,7 @@ def to_inbound(
         delivery=Delivery(
             channel="slack",
             chat_id=incoming.channel,
-            thread_id=incoming.reply_thread(reply_in_thread),
+            thread_id=incoming.reply_thread(config),
             route={"team": incoming.team, "user": incoming.user, "ts": incoming.ts},
         ),
         sender=incoming.user,

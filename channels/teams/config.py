@@ -8,12 +8,16 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_core import PydanticCustomError
 
 from channels.base import ChannelConfig
+from core.messages import Delivery
 
-__all__ = ["ROUTE", "AuthType", "TeamsConfig"]
+__all__ = ["REFERENCE_KEY", "ROUTE", "AuthType", "TeamsConfig"]
 
 AuthType = Literal["ClientSecret", "UserManagedIdentity", "SystemManagedIdentity"]
 """How the bot proves who it is to Entra ID (the Agents SDK's ``AUTHTYPE`` values)."""
 
+
+REFERENCE_KEY = "ref"
+"""The `Delivery.route` key holding the stored conversation reference (JSON)."""
 
 ROUTE = "/api/messages"
 """Where Teams (the Azure Bot's messaging endpoint) POSTs activities: a sub-app at
@@ -69,6 +73,14 @@ class TeamsConfig(ChannelConfig):
                 {"key": missing[0], "env": missing[0].upper()},
             )
         return self
+
+    def delivery_problem(self, delivery: Delivery) -> str | None:
+        if delivery.route.get(REFERENCE_KEY):
+            return None
+        return (
+            "Teams lets the bot write only to a conversation that wrote to it first, and "
+            f"{delivery.chat_id!r} never did (no conversation reference is stored)"
+        )
 
     @property
     def check_service_url(self) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 
 from microsoft_agents.activity import Activity, ActivityTypes, ConversationReference
 
-from channels.teams.config import TeamsConfig
+from channels.teams.config import REFERENCE_KEY, TeamsConfig
 from core.messages import Delivery, InboundMessage
 
 __all__ = [
@@ -24,8 +24,6 @@ __all__ = [
 
 CHANNEL = "teams"
 _THREAD = ";messageid="
-_REF = "ref"
-"""The `Delivery.route` key holding the stored conversation reference (JSON)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +132,7 @@ def to_inbound(incoming: Incoming, *, message_id: str) -> InboundMessage:
             channel=CHANNEL,
             chat_id=incoming.conversation,
             thread_id=incoming.chain,
-            route={_REF: json.dumps(incoming.reference, separators=(",", ":"))},
+            route={REFERENCE_KEY: json.dumps(incoming.reference, separators=(",", ":"))},
         ),
         sender=incoming.user,
         approver=incoming.user,  # from the token-checked activity, never the message text
@@ -148,7 +146,7 @@ def reference_of(delivery: Delivery) -> ConversationReference:
     Raises:
         ValueError: the delivery carries no (valid) reference.
     """
-    raw = delivery.route.get(_REF)
+    raw = delivery.route.get(REFERENCE_KEY)
     if not raw:
         raise ValueError(f"no Teams conversation reference stored for {delivery.chat_id!r}")
     return ConversationReference.model_validate_json(raw)

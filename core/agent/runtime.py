@@ -101,9 +101,6 @@ class AgentRuntime:
             usage="/new",
             summary="start a fresh conversation (history is kept, not shown to the model)",
         )
-        commands.register(
-            "status", self._status_command, usage="/status", summary="this session, queue and model"
-        )
 
     @property
     def busy_sessions(self) -> int:
@@ -291,13 +288,3 @@ class AgentRuntime:
     async def _new_command(self, message: InboundMessage, _args: str) -> str:
         epoch = await self._sessions.new_epoch(message.session_key, message.delivery.channel)
         return f"Started a fresh conversation (context #{epoch}); earlier messages stay in the log."
-
-    async def _status_command(self, message: InboundMessage, _args: str) -> str:
-        row = await self._sessions.get(message.session_key)
-        provider = self._turns.provider_name or "none configured"
-        count = row.message_count if row else 0
-        return (
-            f"session {message.session_key} · {count} messages · "
-            f"context #{row.epoch if row else 0}\n"
-            f"provider {provider} · {len(self._running)} turns running in this process"
-        )

@@ -117,10 +117,6 @@ class TurnHandler:
         self._s = services
         self._owner = owner
 
-    @property
-    def provider_name(self) -> str | None:
-        return self._s.provider.name if self._s.provider is not None else None
-
     async def handle(self, claim: Claim, *, control: TurnControl) -> None:
         message = claim.message
         if claim.attempt > self._s.config.max_attempts:

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 DEDUPE_WINDOW_SECONDS = 24 * 3600
 MAX_REPLY_POLL = 8.0
 """Longest gap between a reply waiter's store reads (replies settled by other processes)."""
-CONTROL_COMMANDS = frozenset({"/stop"})
+CONTROL_COMMANDS = frozenset({"/stop", "/status"})  # answered also while a turn runs
 
 _inbound = InboundRow.__table__  # type: ignore[attr-defined]
 _outbound = OutboundRow.__table__  # type: ignore[attr-defined]

@@ -20,6 +20,8 @@ class MemoryRow(SQLModel, table=True):
     __table_args__ = (
         Index("ix_memory_scope_updated", "scope", "updated_at"),
         Index("ix_memory_path", "path"),
+        # Ids are never reused (migration 0010): a stale id must not forget another entry.
+        {"sqlite_autoincrement": True},
     )
 
     id: int | None = Field(default=None, primary_key=True)

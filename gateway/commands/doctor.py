@@ -31,6 +31,7 @@ from gateway.commands.common import (
 )
 from gateway.commands.doctor_memory import memory_checks
 from gateway.commands.doctor_store import store_checks
+from gateway.commands.undelivered_view import undelivered_checks
 from gateway.config import CONFIG_FILE, FamiliarConfig, hooks_dir, load_config, workspace_dir
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.mcp import resolve_mcp
@@ -207,6 +208,7 @@ async def _check_daemon(home: Path) -> list[_Check]:
         network = bool(sandbox.get("network", True))
         checks.append(_sandbox_verdict("exec sandbox in the gateway", sandbox, network=network))
     checks += [_mcp_server(s) for s in result.get("mcp") or [] if isinstance(s, dict)]
+    checks += [_Check(*check) for check in undelivered_checks(result)]
     return checks
 
 

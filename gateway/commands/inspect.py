@@ -24,6 +24,7 @@ from gateway.commands.common import (
     session_key_option,
     stdout_console,
 )
+from gateway.commands.undelivered_view import undelivered_rows
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.home import RUN_DIR
 from gateway.process_table import supervised_processes
@@ -61,6 +62,7 @@ def _status_table(status: dict[str, Any]) -> Table:
         ("sessions", f"{status.get('sessions')} ({status.get('busy_sessions')} busy)"),
         ("queue", f"{queue.get('pending', 0)} pending, {queue.get('claimed', 0)} claimed"),
         ("exec sandbox", _sandbox_text(status.get("exec_sandbox"))),
+        *undelivered_rows(status),
     ]
     for name, value in rows:
         table.add_row(name, escape(value))

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from core.errors import CommandError
+from core.messages import Delivery
 from core.scheduling import ScheduleService, validate_spec
 from core.session_keys import DEFAULT_CLI_KEY, check_session_key
 
-__all__ = ["DEFAULT_SESSION", "add_schedule_routes"]
+__all__ = ["DEFAULT_SESSION", "DeliveryCheck", "add_schedule_routes"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SESSION = DEFAULT_CLI_KEY
+
+DeliveryCheck = Callable[[str, Delivery], str | None]
+"""Why replies to a session (key, delivery) could not be delivered; None: they can."""
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -30,23 +35,31 @@ def _text_field(body: dict[str, Any], name: str, *, default: str | None = None) 
     return value
 
 
-def add_schedule_routes(app: web.Application, service: ScheduleService) -> None:
+def add_schedule_routes(
+    app: web.Application, service: ScheduleService, check: DeliveryCheck | None = None
+) -> None:
     """Add the schedule routes to the control app.
 
     - ``POST /v1/schedules`` ``{"kind", "spec", "prompt", "session"?, "timezone"?}`` -> 201
-      with the schedule, or 400 ``{"error"}`` (the same messages as the slash commands).
+      with the schedule, or 400 ``{"error"}`` (the same messages as the slash commands,
+      or why replies to that session could not be delivered).
     - ``GET /v1/schedules`` -> ``{"schedules": [...]}`` (active ones).
     - ``DELETE /v1/schedules/{id}`` -> 200 with the cancelled schedule, or 404.
+
+    Args:
+        check: why replies to a session (its key and delivery) could not be delivered
+            (None: they can); None checks nothing.
     """
-    routes = _ScheduleRoutes(service)
+    routes = _ScheduleRoutes(service, check)
     app.router.add_post("/v1/schedules", routes.create)
     app.router.add_get("/v1/schedules", routes.list)
     app.router.add_delete("/v1/schedules/{id}", routes.cancel)
 
 
 class _ScheduleRoutes:
-    def __init__(self, service: ScheduleService) -> None:
+    def __init__(self, service: ScheduleService, check: DeliveryCheck | None) -> None:
         self._service = service
+        self._check = check
 
     async def create(self, request: web.Request) -> web.Response:
         try:
@@ -78,8 +91,12 @@ class _ScheduleRoutes:
             )
         except CommandError as exc:
             return _error(400, str(exc))
+        target = await service.target_for(session)
+        problem = self._check(session, target.delivery) if self._check is not None else None
+        if problem is not None:
+            return _error(400, problem)
         try:
-            info = await service.create(await service.target_for(session), checked)
+            info = await service.create(target, checked)
         except CommandError as exc:
             return _error(400, str(exc))
         return web.json_response(info.as_json(), status=201)

@@ -35,6 +35,7 @@ from gateway.control.tasks import add_task_routes
 from gateway.http_errors import body_checks
 from gateway.masking import masked_config
 from gateway.provider_detect import ProviderChoice
+from gateway.undelivered import sweep_stranded, undelivered_report
 
 __all__ = ["DEFAULT_BACKLOG", "ControlServer", "ControlState", "build_control_app"]
 
@@ -113,6 +114,7 @@ def build_control_app(
     add_task_routes(app, state.core.tasks, state.core.sessions)
     for add_routes in extra_routes:
         add_routes(app)
+    app.cleanup_ctx.append(sweep_stranded(state.core.store, state.config))
     return app
 
 
@@ -141,6 +143,7 @@ class _ControlApi:
                 "processes": await s.processes() if s.processes is not None else [],
                 "exec_sandbox": await self._exec_sandbox(),
                 "http": s.http_address,
+                "undelivered": await undelivered_report(store, s.config),
                 # MCP servers run beside the turns: in the agent role when the gateway
                 # runs several processes (None: `familiar mcp list` asks the servers).
                 "mcp": [asdict(server) for server in s.core.mcp.status()] if s.runs_agent else None,

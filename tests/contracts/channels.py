@@ -143,6 +143,7 @@ class SlackRig:
             bot_token=SecretStr(self.fake.bot_token),
             app_token=SecretStr(self.fake.app_token),
             api_url=self.fake.api_url,
+            dm_reply_in_thread=True,  # each reply under its message: matched to it
         )
         self.channel = SlackChannel(config=config)
 

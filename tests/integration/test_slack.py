@@ -32,7 +32,7 @@ def _restore_logging(restore_root_logging: None) -> None:
     """Tests here run the daemon in-process."""
 
 
-async def test_a_dm_and_a_mention_get_threaded_replies(home: Path) -> None:
+async def test_a_dm_is_answered_inline_and_a_mention_in_a_thread(home: Path) -> None:
     async with (
         FakeSlack() as slack,
         FakeOpenAI() as llm,
@@ -42,8 +42,8 @@ async def test_a_dm_and_a_mention_get_threaded_replies(home: Path) -> None:
         llm.script(Text("Hi **Alice**, see [docs](https://x.example/d)"))
         status, _, _ = await gw.post_event(event_body(dm("hello", ts="100.1")))
         assert status == 200
-        [reply] = await slack.wait_for("chat.postMessage", thread_ts="100.1")
-        assert reply.args["channel"] == "DALICE"
+        [reply] = await slack.wait_for("chat.postMessage", channel="DALICE")
+        assert "thread_ts" not in reply.args  # a top-level DM is answered in the DM
         assert reply.args["text"] == "Hi *Alice*, see <https://x.example/d|docs>"
 
         status, _, _ = await gw.post_event(event_body(mention("ping", ts="200.1")))
@@ -110,9 +110,9 @@ async def test_a_retried_event_is_answered_once(home: Path) -> None:
             body, headers={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
         )
         assert first[0] == retry[0] == 200
-        await slack.wait_for("chat.postMessage", thread_ts="5.1")
+        await slack.wait_for("chat.postMessage", channel="DALICE")
         await asyncio.sleep(1.5)
-    assert len(slack.posts(thread_ts="5.1")) == 1
+    assert len(slack.posts(channel="DALICE")) == 1
     assert len(llm.log) == 1
 
 
@@ -127,10 +127,10 @@ async def test_socket_mode_dm_and_a_redelivered_envelope_answer_once(home: Path)
         ack = await slack.envelope("events_api", body, envelope_id="env-1")
         again = await slack.envelope("events_api", body, envelope_id="env-1", retry_attempt=1)
         assert ack["envelope_id"] == again["envelope_id"] == "env-1"
-        [reply] = await slack.wait_for("chat.postMessage", thread_ts="7.1")
+        [reply] = await slack.wait_for("chat.postMessage", channel="DALICE", thread_ts=None)
         assert reply.args["text"] == "echo: over the socket"
         await asyncio.sleep(1.0)
-    assert len(slack.posts(thread_ts="7.1")) == 1 and len(llm.log) == 1
+    assert len(slack.posts(channel="DALICE")) == 1 and len(llm.log) == 1
 
 
 async def test_the_familiar_slash_command_over_the_socket(home: Path) -> None:
@@ -190,12 +190,12 @@ async def test_progress_is_shown_and_updates_are_throttled(home: Path) -> None:
         answer = "word " * 60
         llm.script(Text(answer, chunk_chars=5, chunk_delay=0.05))  # ~3 s of streaming
         await gw.post_event(event_body(dm("write a lot", ts="30.1")))
-        [placeholder] = await slack.wait_for("chat.postMessage", thread_ts="30.1")
+        [placeholder] = await slack.wait_for("chat.postMessage", channel="DALICE", thread_ts=None)
         async with asyncio.timeout(30):
             while not any(c.args.get("text") == answer.strip() for c in slack.of("chat.update")):
                 await asyncio.sleep(0.05)
         updates = slack.of("chat.update")
-    assert len(slack.posts(thread_ts="30.1")) == 1  # the placeholder became the reply
+    assert len(slack.posts(channel="DALICE")) == 1  # the placeholder became the reply
     assert {u.args["ts"] for u in updates} == {await _ts_of(slack, 0)}
     assert placeholder.args["text"] != answer.strip()
     streamed = [u.at for u in updates[:-1]]  # the last one is the final text
@@ -208,7 +208,7 @@ async def test_a_reply_is_streamed_with_slacks_streaming_methods(home: Path) -> 
     async with (
         FakeSlack(streaming=True) as slack,
         FakeOpenAI() as llm,
-        gateway(home, overrides(slack, llm)) as gw,
+        gateway(home, overrides(slack, llm, dm_reply_in_thread=True)) as gw,
     ):
         await gw.running()
         answer = "word " * 60
@@ -232,7 +232,7 @@ async def test_where_slack_cannot_stream_a_placeholder_is_edited_instead(home: P
     async with (
         FakeSlack() as slack,  # chat.startStream: unknown_method
         FakeOpenAI() as llm,
-        gateway(home, overrides(slack, llm)) as gw,
+        gateway(home, overrides(slack, llm, dm_reply_in_thread=True)) as gw,
     ):
         await gw.running()
         llm.script(Delay(1.5, Text("first")), Delay(1.5, Text("second")))
@@ -251,7 +251,7 @@ async def test_a_stream_failing_midway_still_ends_with_the_whole_reply_once(home
             streaming=True, fail={"chat.appendStream": 1}, fail_after={"chat.appendStream": 1}
         ) as slack,
         FakeOpenAI() as llm,
-        gateway(home, overrides(slack, llm)) as gw,
+        gateway(home, overrides(slack, llm, dm_reply_in_thread=True)) as gw,
     ):
         await gw.running()
         answer = "**word** " * 60
@@ -269,7 +269,7 @@ async def test_assistant_thread_status_where_available(home: Path) -> None:
     async with (
         FakeSlack(assistant=True) as slack,
         FakeOpenAI() as llm,
-        gateway(home, overrides(slack, llm)) as gw,
+        gateway(home, overrides(slack, llm, dm_reply_in_thread=True)) as gw,
     ):
         await gw.running()
         llm.script(Delay(1.5, Text("done thinking")))
@@ -289,7 +289,7 @@ async def test_a_rate_limited_post_is_retried(home: Path) -> None:
         await gw.running()
         slack.rate_limit["chat.postMessage"] = 1
         await gw.post_event(event_body(dm("busy?", ts="50.1")))
-        posts = await slack.wait_for("chat.postMessage", 2, thread_ts="50.1")
+        posts = await slack.wait_for("chat.postMessage", 2, channel="DALICE")
     assert posts[1].at - posts[0].at >= 0.9  # Retry-After: 1 was waited out
     assert posts[1].args["text"] == "echo: busy?"
 
@@ -298,7 +298,7 @@ async def test_sustained_rate_limits_never_drop_a_reply(home: Path) -> None:
     async with (
         FakeSlack(retry_after=0) as slack,
         FakeOpenAI() as llm,
-        gateway(home, overrides(slack, llm, send_attempts=2)) as gw,
+        gateway(home, overrides(slack, llm, send_attempts=2, dm_reply_in_thread=True)) as gw,
     ):
         await gw.running()
         # Each send meets three 429s (one and two retries in the client): four sends'
@@ -335,11 +335,11 @@ async def test_allow_lists_refuse_politely_without_an_llm_call(home: Path) -> No
             body = event_body(dm("let me in", ts="70.1", user="UOTHER"))
             await gw.post_event(body)
             await gw.post_event(body, headers={"X-Slack-Retry-Num": "1"})
-            [refusal] = await slack.wait_for("chat.postMessage", thread_ts="70.1")
+            [refusal] = await slack.wait_for("chat.postMessage", channel="DALICE")
             await gw.post_event(event_body(dm("hi", ts="71.1", user="UBOSS")))
-            await slack.wait_for("chat.postMessage", thread_ts="71.1")
-    assert refusal.args["text"] == REFUSAL
-    assert len(slack.posts(thread_ts="70.1")) == 1
+            await slack.wait_for("chat.postMessage", 2, channel="DALICE")
+    assert refusal.args["text"] == REFUSAL and "thread_ts" not in refusal.args
+    assert [p.args["text"] for p in slack.posts(channel="DALICE")] == [REFUSAL, "echo: hi"]
     assert [e["session"] for e in llm.log] == ["slack:T1:DALICE"]  # only the boss's
 
 
@@ -369,7 +369,7 @@ async def test_text_files_are_given_to_the_agent(home: Path) -> None:
         ]
         event = dm("read this", ts="80.1", subtype="file_share", files=files)
         await gw.post_event(event_body(event))
-        await slack.wait_for("chat.postMessage", thread_ts="80.1")
+        await slack.wait_for("chat.postMessage", channel="DALICE")
     [request] = llm.requests
     user = request["messages"][-1]["content"]
     assert "the build is green" in user and "notes.txt" in user

@@ -40,6 +40,26 @@ def test_session_keys() -> None:
     assert key("app_mention", channel="D1") is None  # the DM's message event answers it
 
 
+def test_a_top_level_dm_is_answered_inline_unless_configured() -> None:
+    def thread(config: SlackConfig, kind: str = "message", **fields: object) -> str | None:
+        found = from_event(
+            _event(**fields), kind=kind, team="T1", event_id="E", me=ME, respond_to_bots=False
+        )
+        assert found is not None
+        return found.reply_thread(config)
+
+    default = SlackConfig()
+    assert thread(default, channel="D1") is None  # inline in the DM
+    assert thread(default, channel="D1", thread_ts="0.5") == "0.5"  # a thread stays one
+    assert thread(default, "app_mention", text="<@UBOT> hi") == "1.1"  # channels: a thread
+    dm_threads = SlackConfig(dm_reply_in_thread=True)
+    assert thread(dm_threads, channel="D1") == "1.1"
+    channel_inline = SlackConfig(reply_in_thread=False)
+    assert thread(channel_inline, "app_mention", text="<@UBOT> hi") is None
+    assert thread(channel_inline, "app_mention", text="<@UBOT> hi", thread_ts="0.5") == "0.5"
+    assert thread(channel_inline, channel="D1") is None
+
+
 @pytest.mark.parametrize(
     "fields",
     [
