@@ -325,7 +325,9 @@ def test_default_config_uncommented_equals_defaults(tmp_path: Path) -> None:
     in_value = False
     for line in text.splitlines():
         assignment = re.match(r"# ([a-z_]+) = (.*)", line)
-        if assignment and "(not set)" not in line:
+        if re.fullmatch(r"# \[[\w.\"-]+\]", line):  # a section header
+            uncommented.append(line[2:])
+        elif assignment and "(not set)" not in line:
             uncommented.append(line[2:])
             in_value = assignment.group(2) == "["
         elif in_value:
