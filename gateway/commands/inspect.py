@@ -140,7 +140,8 @@ def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
             found = await supervised_processes(where / RUN_DIR)
             if found is None:
                 raise
-            return {"serving": False, "supervisor": found[0], "processes": found[1]}
+            pid = found[0]
+            return {"serving": False, "pid": pid, "supervisor": pid, "processes": found[1]}
 
     result = run_control(where, ask())
     if as_json:
