@@ -172,3 +172,16 @@ def test_an_error_on_stderr_keeps_markup_and_codes_literal(
     result = cli("sessions", "show", "teams:ok:[bold]x", "--home", str(home))
     assert result.exit_code == 1
     assert "no session 'teams:ok:[bold]x'" in result.stderr
+
+
+def test_the_mcp_table_prints_its_data_verbatim(home: Path) -> None:
+    command = "/nonexistent/:ok:[bold]x"
+    (home / "config.toml").write_text(f'[mcp.servers.srv]\ncommand = "{command}"\n')
+    done = subprocess.run(  # no gateway: the servers are probed here, in a process of its own
+        [sys.executable, "-m", "gateway.cli", "mcp", "list", "--home", str(home)],
+        capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60,
+        text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (row,) = [line for line in done.stdout.splitlines() if "srv" in line]
+    assert f"'{command}'" in row and "failed" in row
