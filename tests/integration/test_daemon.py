@@ -150,6 +150,7 @@ async def test_control_api_end_to_end(home: Path, capfd: pytest.CaptureFixture[s
                 "session": "cli:t1",
                 "kind": "reply",
                 "text": "echo: hello there",
+                "format": "markdown",
             }
             assert "".join(deltas) == final["text"]
 
@@ -430,6 +431,7 @@ async def test_watch_streams_replies_nobody_waits_for(home: Path) -> None:
             "session": "cli:watched",
             "kind": "reply",
             "text": "echo: ping from a schedule",
+            "format": "markdown",
         }
         body = await gw.get("/v1/watch/not-a-cli-key", status=400)
         assert "error" in body
