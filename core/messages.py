@@ -17,6 +17,7 @@ __all__ = [
     "OutboundKind",
     "OutboundMessage",
     "Progress",
+    "ReplyFormat",
     "SessionKey",
     "StreamDelta",
     "new_message_id",
@@ -30,6 +31,9 @@ SessionKey = str
 
 Origin = Literal["user", "schedule", "subagent", "system"]
 OutboundKind = Literal["reply", "error"]
+ReplyFormat = Literal["markdown", "text"]
+"""How a reply's text is meant: ``markdown`` (the model's), or ``text`` shown as it is
+(a slash command's output: its ``<placeholders>`` and line breaks are literal)."""
 
 
 def utcnow() -> datetime:
@@ -106,11 +110,17 @@ class OutboundMessage(_Frozen):
     delivery: Delivery
     text: str
     kind: OutboundKind = "reply"
+    format: ReplyFormat = "markdown"
     created_at: datetime = Field(default_factory=utcnow)
 
     @classmethod
     def answering(
-        cls, message: InboundMessage, text: str, kind: OutboundKind = "reply"
+        cls,
+        message: InboundMessage,
+        text: str,
+        kind: OutboundKind = "reply",
+        *,
+        format: ReplyFormat = "markdown",
     ) -> OutboundMessage:
         """The final reply to ``message``: same session and delivery, its one reply id."""
         return cls(
@@ -120,6 +130,7 @@ class OutboundMessage(_Frozen):
             delivery=message.delivery,
             text=text,
             kind=kind,
+            format=format,
         )
 
 

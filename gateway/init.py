@@ -45,8 +45,10 @@ log = logging.getLogger(__name__)
 _HEADER = """\
 # familiar configuration.
 #
-# Every setting is listed with its default value, commented out: uncomment a line to
-# change it. Environment variables FAMILIAR_<SECTION>__<KEY> override this file
+# Every setting is listed with its default value, commented out, and so is every
+# [section] header: to change a setting, uncomment it and its section's header (once).
+# A table copied from the docs (e.g. a [provider] block) can be appended to this file
+# as it is. Environment variables FAMILIAR_<SECTION>__<KEY> override this file
 # (e.g. FAMILIAR_PROVIDER__BASE_URL, FAMILIAR_HTTP__PORT).
 """
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -214,7 +216,9 @@ def _section(path: str, value: BaseModel, cls: type[BaseModel]) -> list[str]:
     summary = inspect.cleandoc(cls.__dict__.get("__doc__") or "").split("Attributes:", 1)[0]
     if summary:
         lines.extend(_comment(summary))
-    lines.append(f"[{path}]")
+    # Commented too: a header may then be declared once further down, by a table
+    # copied from the docs, without "Cannot declare ('provider',) twice".
+    lines.append(f"# [{path}]")
     docs = _field_docs(cls)
     nested: list[tuple[str, BaseModel]] = []
     for name in cls.model_fields:

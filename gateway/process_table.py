@@ -1,7 +1,8 @@
 """The table of the gateway's processes, shared by the supervisor with the other roles.
 
-The supervisor writes ``<home>/run/processes.json`` whenever a child changes state;
-the channels role (which serves ``familiar status``) reads it. A process that is not
+The supervisor writes ``<home>/run/processes.json`` whenever a child changes state,
+itself first (role ``supervisor``: its pid is the gateway's, the one to signal); the
+channels role (which serves ``familiar status``) reads it. A process that is not
 supervised (``processes = "single"``, or a role started by hand) reports itself.
 """
 
@@ -22,6 +23,7 @@ __all__ = [
     "SUPERVISED_ENV",
     "ProcessInfo",
     "ProcessState",
+    "gateway_pid",
     "own_process",
     "process_name",
     "read_processes",
@@ -47,10 +49,10 @@ class ProcessInfo:
     """One process of the gateway as ``familiar status --json`` shows it."""
 
     role: str
-    """``agent``, ``channels``, ``scheduler`` (or ``single``)."""
+    """``supervisor``, ``agent``, ``channels``, ``scheduler`` (or ``single``)."""
     name: str
-    """Unique in the gateway: ``agent-1``, ``agent-2``, ``channels``, ``scheduler``,
-    ``channel:slack`` (`process_name`)."""
+    """Unique in the gateway: ``supervisor``, ``agent-1``, ``agent-2``, ``channels``,
+    ``scheduler``, ``channel:slack`` (`process_name`)."""
     pid: int | None
     state: ProcessState
     restarts: int = 0
@@ -74,12 +76,31 @@ def own_process(role: str, started_at: float) -> ProcessInfo:
     )
 
 
-def write_processes(run_dir: Path, processes: list[ProcessInfo]) -> None:
-    """Replace the table atomically (readers never see half of it)."""
+def gateway_pid(processes: list[dict[str, Any]]) -> int:
+    """The gateway's pid, the one that stops all of it: its supervisor's, when the table
+    has one, else this process's (``processes = "single"``, a role run by hand)."""
+    for process in processes:
+        if process.get("role") == "supervisor" and isinstance(process.get("pid"), int):
+            return int(process["pid"])
+    return os.getpid()
+
+
+def write_processes(
+    run_dir: Path, processes: list[ProcessInfo], *, started_at: float, stopping: bool
+) -> None:
+    """Replace the table atomically (readers never see half of it): this process, the
+    supervisor, first (started at ``started_at``; ``stopped`` once ``stopping`` and
+    every child stopped), then ``processes``, its children."""
     path = run_dir / PROCESSES_FILE
     tmp = path.with_suffix(".tmp")
+    state: ProcessState = "stopping" if stopping else "running"
+    if stopping and all(p.state == "stopped" for p in processes):
+        state = "stopped"
+    me = ProcessInfo(
+        role="supervisor", name="supervisor", pid=os.getpid(), state=state, started_at=started_at
+    )
     data = {"supervisor": os.getpid(), "updated_at": time.time()}
-    body = {**data, "processes": [p.as_json() for p in processes]}
+    body = {**data, "processes": [p.as_json() for p in (me, *processes)]}
     tmp.write_text(json.dumps(body), encoding="utf-8")
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)

@@ -167,8 +167,7 @@ class Supervisor:
         self.python = python
         self.run_dir = home / RUN_DIR
         self.children = _children(config)
-        self.stopping = False
-        self.exit_code = 0
+        self.stopping, self.exit_code, self.started_at = False, 0, time.time()
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
         self._writing = asyncio.Lock()
@@ -467,8 +466,9 @@ class Supervisor:
             table = [c.info() for c in self.children]
             all_healthy = all(c.healthy for c in self.children)
             summary = self.summary()
+            write = partial(write_processes, started_at=self.started_at, stopping=self.stopping)
             try:
-                await asyncio.to_thread(write_processes, self.run_dir, table)
+                await asyncio.to_thread(write, self.run_dir, table)
             except OSError as exc:
                 log.warning("cannot write the process table: %s", exc)
             if self.stopping:

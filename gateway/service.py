@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import grp
 import os
 import pwd
 import re
 import shlex
-import stat
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ from typing import Literal, NamedTuple
 
 from core.errors import ConfigError, FamiliarError
 from gateway.home import default_home as user_home
+from gateway.service_checks import PRIVATE_TMP, SYSTEM_HOME, UnitChecks, account, under
 
 __all__ = [
     "CODE_ROOT",
@@ -44,7 +43,6 @@ ROLE_UNIT_NAMES = {
 }
 """The unit file of each role, for a split deployment (a unit per role, or per host)."""
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
-SYSTEM_HOME = Path("/var/lib/familiar")  # StateDirectory=familiar
 
 # Where the unit templates live. `systemd/` at the repository root is the source of
 # truth; it is deliberately not a Python package, because a top-level import name
@@ -61,8 +59,6 @@ _TEMPLATE_FILES: dict[UnitKind, str] = {
 }
 # Directories that ProtectHome=yes makes inaccessible.
 _HOME_DIRS = (Path("/home"), Path("/root"), Path("/run/user"))
-# Directories that PrivateTmp=yes replaces with empty ones inside the unit.
-_PRIVATE_TMP = (Path("/tmp"), Path("/var/tmp"))
 # What `python -m gateway.cli` imports: the directory holding gateway/, core/, channels/.
 CODE_ROOT = Path(__file__).resolve().parents[1]
 _TOKEN = re.compile(r"@[A-Z_]+@")
@@ -151,10 +147,6 @@ def exec_start_for(home: Path, *, python: str | None = None, role: str | None = 
     return " ".join(_quote(a, exec_line=True) for a in argv)
 
 
-def _under(path: Path, parents: Sequence[Path]) -> bool:
-    return any(path == p or p in path.parents for p in parents)
-
-
 def _template(kind: UnitKind) -> str:
     name = _TEMPLATE_FILES[kind]
     for directory in _TEMPLATE_DIRS:
@@ -204,7 +196,7 @@ def render_unit(
         executable = Path(shlex.split(exec_start)[0]) if exec_start.strip() else Path("/")
         # The venv's python is often a symlink into a home (pyenv under /root...).
         places = (home, executable, executable.resolve(), code_root)
-        exposed = any(_under(p, _HOME_DIRS) for p in places)
+        exposed = any(under(p, _HOME_DIRS) for p in places)
         values |= {
             "@USER@": _quote(user),
             "@GROUP@": _quote(group or user),
@@ -246,8 +238,16 @@ def render_role_unit(
         code_root=code_root,
     )
     what = "agent worker %i" if role == "agent" else f"{role} role"
-    head = f"# {ROLE_UNIT_NAMES[role]}: one role of a split deployment (see README, Scaling out).\n"
-    return head + text.replace(
+    name = ROLE_UNIT_NAMES[role]
+    # The template's own header says `service install` wrote it: this one says what did.
+    head = (
+        f"# {name}: the {role} role of a split deployment (see README, Scaling out),\n"
+        f"# written by `familiar service role-unit {role}`. Writing it again overwrites\n"
+        f"# this file: put local changes in a drop-in (`systemctl edit {name}`) and\n"
+        "# secrets such as FAMILIAR_PROVIDER__API_KEY in /etc/familiar/env (mode 0600).\n"
+    )
+    body = text[text.index("[Unit]") :]
+    return head + body.replace(
         "Description=familiar AI assistant gateway", f"Description=familiar gateway: {what}", 1
     )
 
@@ -287,6 +287,8 @@ class ServiceManager:
         python: interpreter for ExecStart=; defaults to ``sys.executable``.
         code_root: where ExecStart='s ``-m gateway.cli`` imports from; defaults to
             the directory this package was imported from.
+        private_tmp: directories the unit does not see (``PrivateTmp=yes``), where
+            neither the interpreter nor the code may be.
     """
 
     def __init__(
@@ -297,6 +299,7 @@ class ServiceManager:
         system_unit_dir: Path = SYSTEM_UNIT_DIR,
         python: str | None = None,
         code_root: Path = CODE_ROOT,
+        private_tmp: Sequence[Path] = PRIVATE_TMP,
     ) -> None:
         if user_unit_dir is None:
             config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
@@ -305,6 +308,30 @@ class ServiceManager:
         self._dirs: dict[UnitKind, Path] = {"user": user_unit_dir, "system": system_unit_dir}
         self._python = python or sys.executable
         self._code_root = code_root
+        self._checks = UnitChecks(
+            python=Path(self._python), code_root=code_root, private_tmp=private_tmp
+        )
+
+    def role_unit(self, role: str, *, home: Path, user: str = "familiar") -> str:
+        """The system unit of one role (`render_role_unit`) for ``user``, after the
+        checks `install` makes: the account exists, and can run the interpreter and
+        read the code, neither of them under /tmp.
+
+        Raises:
+            ConfigError: an unknown role, or what `install` refuses. Nothing is written.
+        """
+        if role not in ROLE_UNIT_NAMES:
+            raise ConfigError(f"unknown role {role!r} (one of {', '.join(ROLE_UNIT_NAMES)})")
+        owner = account(user)
+        self._checks.require(owner, command=f"familiar service role-unit {role}")
+        return render_role_unit(
+            role,
+            home=home,
+            user=owner[0],
+            group=owner[1],
+            python=self._python,
+            code_root=self._code_root,
+        )
 
     def unit_path(self, kind: UnitKind) -> Path:
         """Return where the unit file of this kind lives."""
@@ -336,12 +363,8 @@ class ServiceManager:
             ServiceError: systemctl is missing or failed.
         """
         home = (home or default_home(kind)).expanduser().absolute()
-        owner: tuple[str, str, int, int] | None = None
-        if kind == "system":
-            owner = _account(user or "familiar")
-        runner = _Runner.of(owner) if owner else _Runner.me()
-        if (problem := self._unreachable(runner)) is not None:
-            raise ConfigError(f"{problem}\n{_install_hint(kind, self._code_root)}")
+        owner = account(user or "familiar") if kind == "system" else None
+        self._checks.require(owner, command=f"familiar service install --{kind}")
         text = render_unit(
             kind,
             exec_start=exec_start_for(home, python=self._python),
@@ -369,27 +392,6 @@ class ServiceManager:
                 f"loginctl enable-linger {login}"
             )
         return lines
-
-    def _unreachable(self, runner: _Runner) -> str | None:
-        """Why the unit's user could not start the interpreter or import the code."""
-        python = Path(self._python)
-        package = self._code_root / "gateway"
-        for path, what in ((python, "the interpreter"), (self._code_root, "the code")):
-            if _under(path, _PRIVATE_TMP) or _under(path.resolve(), _PRIVATE_TMP):
-                return (
-                    f"{what} {path} is under /tmp or /var/tmp, which the unit's PrivateTmp=yes "
-                    "replaces with an empty directory: the service would fail to start "
-                    "(status 203/EXEC)"
-                )
-        problem = (
-            runner.cannot(python, "x")
-            or runner.cannot(self._code_root, "rx")
-            or runner.cannot(package, "rx")
-            or runner.cannot(package / "cli.py", "r")
-        )
-        if problem is None:
-            return None
-        return f"{problem}: the service would fail to start (status 203/EXEC)"
 
     async def uninstall(self, kind: UnitKind) -> list[str]:
         """Stop and disable the daemon, remove its unit file and reload systemd.
@@ -459,100 +461,8 @@ class ServiceManager:
         return result
 
 
-@dataclass(frozen=True, slots=True)
-class _Runner:
-    """The account a unit runs as, for checking what it may read and execute."""
-
-    name: str
-    uid: int
-    groups: frozenset[int]
-
-    @classmethod
-    def me(cls) -> _Runner:
-        entry = pwd.getpwuid(os.getuid())
-        groups = frozenset([os.getgid(), *os.getgroups()])
-        return cls(entry.pw_name, entry.pw_uid, groups)
-
-    @classmethod
-    def of(cls, owner: tuple[str, str, int, int]) -> _Runner:
-        name, _group, uid, gid = owner
-        return cls(name, uid, frozenset(os.getgrouplist(name, gid)))
-
-    def cannot(self, path: Path, need: Literal["r", "x", "rx"]) -> str | None:
-        """Why this account cannot use ``path`` (None when it can).
-
-        Each directory on the way (on the path as written and, for a symlink, on its
-        target) must be searchable, and the file itself readable or executable. Mode
-        bits only: ACLs and mandatory access control are not looked at.
-        """
-        chains = [path.absolute()]
-        if (real := path.resolve()) != chains[0]:
-            chains.append(real)
-        for chain in chains:
-            for parent in reversed(chain.parents):
-                if (problem := self._denied(parent, "x", "enter")) is not None:
-                    return problem
-        return self._denied(real, need, {"r": "read", "x": "run", "rx": "read"}[need])
-
-    def _denied(self, path: Path, need: str, verb: str) -> str | None:
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return f"{path} does not exist"
-        except OSError as exc:
-            return f"cannot check {path}: {exc.strerror}"
-        bits = (4 if "r" in need else 0) | (1 if "x" in need else 0)
-        mode = stat.S_IMODE(st.st_mode)
-        if self.uid == 0:  # root needs an x bit somewhere to execute, nothing else
-            allowed = not bits & 1 or stat.S_ISDIR(st.st_mode) or bool(mode & 0o111)
-        else:
-            shift = 6 if st.st_uid == self.uid else 3 if st.st_gid in self.groups else 0
-            allowed = (mode >> shift) & bits == bits
-        if allowed:
-            return None
-        owner = _user_name(st.st_uid)
-        return f"user {self.name} cannot {verb} {path} (mode {mode:04o}, owner {owner})"
-
-
-def _user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-def _install_hint(kind: UnitKind, code_root: Path) -> str:
-    source = str(code_root) if (code_root / "pyproject.toml").is_file() else "familiar"
-    if kind == "system":
-        venv, then = Path("/opt/familiar"), "familiar service install --system"
-    else:
-        venv, then = Path.home() / ".local" / "familiar", "familiar service install --user"
-    return (
-        f"install familiar where the service user can reach it, then install the unit "
-        f"from there: python3 -m venv {venv} && {venv}/bin/pip install {shlex.quote(source)} "
-        f"&& {venv}/bin/{then}"
-    )
-
-
 def _ctl(kind: UnitKind) -> str:
     return "systemctl --user" if kind == "user" else "systemctl"
-
-
-def _account(user: str) -> tuple[str, str, int, int]:
-    """Return (user, primary group, uid, gid) of an existing account."""
-    try:
-        entry = pwd.getpwnam(user)
-    except KeyError:
-        raise ConfigError(
-            f"user {user!r} does not exist; create it with: useradd --system --home-dir "
-            f"{SYSTEM_HOME} --shell /usr/sbin/nologin {user}",
-            key="user",
-        ) from None
-    try:
-        group = grp.getgrgid(entry.pw_gid).gr_name
-    except KeyError:
-        group = str(entry.pw_gid)
-    return entry.pw_name, group, entry.pw_uid, entry.pw_gid
 
 
 def _make_home(home: Path, owner: tuple[str, str, int, int] | None) -> None:

@@ -31,6 +31,7 @@ from core.messages import (
     OutboundKind,
     OutboundMessage,
     Progress,
+    ReplyFormat,
     StreamDelta,
 )
 from core.providers.base import ChatMessage, Provider
@@ -65,6 +66,7 @@ class _Outcome:
     """Whether ``write`` queues a compaction job (the worker is woken after the commit)."""
     idle: Idle = field(default_factory=Idle)
     """The ``session.idle`` event that closes the message."""
+    format: ReplyFormat = "markdown"
 
 
 class _TurnObserver:
@@ -161,7 +163,9 @@ class TurnHandler:
         )
 
     async def _settle(self, message: InboundMessage, outcome: _Outcome) -> None:
-        reply = OutboundMessage.answering(message, outcome.text, outcome.kind)
+        reply = OutboundMessage.answering(
+            message, outcome.text, outcome.kind, format=outcome.format
+        )
         idle = Event(session_key=message.session_key, message_id=message.id, data=outcome.idle)
         events = [*outcome.events, idle]
 
@@ -207,9 +211,9 @@ class TurnHandler:
         )
         await self._s.events.append(user)  # before the command's own events (schedule_created)
         try:
-            return _Outcome(await self._s.commands.dispatch(message))
+            return _Outcome(await self._s.commands.dispatch(message), format="text")
         except CommandError as exc:
-            return _Outcome(str(exc), "error")
+            return _Outcome(str(exc), "error", format="text")
 
     async def _begin(self, claim: Claim) -> tuple[SessionState, list[HistoryEntry]]:
         """Record the user turn (once, even on redelivery) and load the session's history."""

@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from prompt_toolkit import PromptSession
@@ -18,6 +19,7 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.markdown import Markdown
 from rich.markup import escape
+from rich.text import Text
 
 from gateway.commands.common import (
     EXIT_FAILED,
@@ -31,7 +33,36 @@ from gateway.commands.common import (
 from gateway.commands.talk import converse, no_reply_text
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 
-__all__ = ["chat"]
+if TYPE_CHECKING:
+    from markdown_it.token import Token
+
+__all__ = ["ReplyMarkdown", "chat", "reply_view"]
+
+
+class ReplyMarkdown(Markdown):
+    """A model's reply as Markdown, its line breaks kept.
+
+    CommonMark joins the lines of a paragraph with a space (a "soft" break); a reply is
+    written for a chat, where a newline is a newline, so each soft break is made a hard
+    one (``line one\nline two`` shows on two lines).
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        _hard_breaks(self.parsed)
+
+
+def _hard_breaks(tokens: Iterable[Token]) -> None:
+    for token in tokens:
+        if token.type == "softbreak":
+            token.type = "hardbreak"
+        if token.children:
+            _hard_breaks(token.children)
+
+
+def reply_view(text: str, format: str) -> RenderableType:
+    """How chat shows a reply: the model's as Markdown, a command's (``/help``) as it is."""
+    return ReplyMarkdown(text) if format == "markdown" else Text(text)
 
 
 def _chat_bindings() -> KeyBindings:
@@ -64,7 +95,7 @@ class _LiveReply:
     def _show(self) -> None:
         parts: list[RenderableType] = []
         if self._deltas:
-            parts.append(Markdown("".join(self._deltas)))
+            parts.append(ReplyMarkdown("".join(self._deltas)))
         if self._note or not self._deltas:
             parts.append(f"[dim]… {escape(self._note)}[/dim]")
         self._live.update(Group(*parts))
@@ -114,7 +145,7 @@ async def _chat_turn(client: ControlClient, key: str, text: str, console: Consol
     if reply is None:
         console.print(escape(no_reply_text(outcome, key, None)), style="yellow")
     elif reply["kind"] == "reply":
-        console.print(Markdown(reply["text"]))
+        console.print(reply_view(reply["text"], reply["format"]))
     else:
         console.print(escape(reply["text"]), style="red")
 
@@ -221,7 +252,7 @@ async def _show_unread(client: ControlClient, key: str, console: Console) -> Non
         return
     console.print(f"[dim]while you were away ({len(unread)}):[/dim]")
     for item in unread:
-        console.print(Markdown(str(item.get("text", ""))))
+        console.print(ReplyMarkdown(str(item.get("text", ""))))
     await client.mark_read(key, upto=max(int(u["id"]) for u in unread))
 
 
@@ -229,12 +260,14 @@ async def _show_unsolicited(client: ControlClient, key: str, console: Console) -
     """Print replies of this session that arrive on their own (schedules, check-ins)."""
     try:
         async for item in client.watch(key):
-            text = item.text
-            style = None if item.kind == "reply" else "red"
+            if item.kind == "reply":
+                view, style = reply_view(item.text, item.format), None
+            else:
+                view, style = Text(item.text), "red"
 
-            def show(text: str = text, style: str | None = style) -> None:
+            def show(view: RenderableType = view, style: str | None = style) -> None:
                 console.print("[dim]⏰ scheduled[/dim]")
-                console.print(Markdown(text) if style is None else escape(text), style=style)
+                console.print(view, style=style)
 
             # Suspends the prompt while printing, then redraws it.
             await run_in_terminal(show)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_NO_DAEMON",
     "EXIT_USAGE",
+    "PIPE_WIDTH",
     "PLAIN_HELP",
     "CliDeps",
     "HomeOption",
@@ -154,19 +156,34 @@ def resolve_home(home: Path | None) -> Path:
     return (home or default_home()).expanduser().absolute()
 
 
-def stdout_console() -> Console:
-    """A console on stdout that does not colour numbers and strings by itself."""
+PIPE_WIDTH = 1_000_000
+"""The width of a console whose output is not a terminal: as wide as the data, so a
+table in a pipe or a file is never cut (``2026-11-27T02:1…``) or folded."""
+
+
+def stdout_console(*, stderr: bool = False) -> Console:
+    """The console every command prints through (stdout, or stderr).
+
+    Markup stays on for the commands' own styling, but emoji codes are off: a session
+    key such as ``teams:a:1AbCd`` or ``webhook:ok:default`` prints as it is. Data is
+    printed as `gateway.commands.output.data` cells or `rich.markup.escape`-d, so
+    ``[bold]`` in it stays literal too. Nothing is coloured by guesswork (no
+    highlighting). When the output is not a terminal, lines are as wide as their data
+    (`PIPE_WIDTH`) unless ``COLUMNS`` says otherwise.
+    """
     from rich.console import Console
 
-    return Console(highlight=False)
+    console = Console(stderr=stderr, highlight=False, emoji=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        console.width = PIPE_WIDTH
+    return console
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     """Print ``message`` in red on stderr; return the exit for the caller to raise."""
-    from rich.console import Console
     from rich.markup import escape
 
-    Console(stderr=True, highlight=False).print(escape(message), style="red", soft_wrap=True)
+    stdout_console(stderr=True).print(escape(message), style="red", soft_wrap=True)
     return typer.Exit(code)
 
 

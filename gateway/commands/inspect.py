@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from gateway.commands.common import (
     EXIT_FAILED,
@@ -24,6 +25,7 @@ from gateway.commands.common import (
     session_key_option,
     stdout_console,
 )
+from gateway.commands.output import add_row, styled
 from gateway.commands.undelivered_view import undelivered_rows
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.home import RUN_DIR
@@ -65,23 +67,28 @@ def _status_table(status: dict[str, Any]) -> Table:
         *undelivered_rows(status),
     ]
     for name, value in rows:
-        table.add_row(name, escape(value))
+        add_row(table, name, value)
     channels = status.get("channels") or []
     for channel in channels:
-        table.add_row(f"channel {escape(str(channel.get('name')))}", _channel_state(channel))
-    for process in status.get("processes") or []:
-        name = process.get("name") or process.get("role")
-        table.add_row(f"process {escape(str(name))}", _process_state(process))
+        add_row(table, f"channel {channel.get('name')}", _channel_state(channel))
+    _add_processes(table, status.get("processes") or [])
     return table
 
 
-def _process_state(process: dict[str, Any]) -> str:
+def _add_processes(table: Table, processes: list[dict[str, Any]]) -> None:
+    for process in processes:
+        add_row(
+            table, f"process {process.get('name') or process.get('role')}", _process_state(process)
+        )
+
+
+def _process_state(process: dict[str, Any]) -> Text:
     state = str(process.get("state"))
     color = "green" if state == "running" else "red" if state == "crash-loop" else "yellow"
-    text = f"[{color}]{escape(state)}[/] pid {process.get('pid') or '-'}"
-    text += f", {process.get('restarts', 0)} restarts"
+    text = styled((state, color), f" pid {process.get('pid') or '-'}")
+    text.append(f", {process.get('restarts', 0)} restarts")
     if state != "running" and process.get("error"):
-        text += f": {escape(str(process['error']))}"
+        text.append(f": {process['error']}")
     return text
 
 
@@ -104,22 +111,21 @@ def _sandbox_text(sandbox: Any) -> str:
     return f"bwrap, network {'on' if sandbox.get('network') else 'off'}"
 
 
-def _channel_state(channel: dict[str, Any]) -> str:
+def _channel_state(channel: dict[str, Any]) -> Text:
     state = str(channel.get("state"))
-    style = {"running": "green", "failed": "red"}.get(state, "yellow")
-    text = f"[{style}]{escape(state)}[/]"
+    text = styled((state, {"running": "green", "failed": "red"}.get(state, "yellow")))
     if channel.get("error"):
-        text += f": {escape(str(channel['error']))}"
+        text.append(f": {channel['error']}")
     if channel.get("retry_in") is not None:
-        text += f" (next attempt in {channel['retry_in']}s)"
+        text.append(f" (next attempt in {channel['retry_in']}s)")
     if channel.get("restarts"):
-        text += f" [dim]{channel['restarts']} restarts[/]"
+        text.append(f" {channel['restarts']} restarts", style="dim")
     failed = channel.get("failed_deliveries")
     if failed:
-        text += f"; [red]{failed} failed deliver{'y' if failed == 1 else 'ies'}[/]"
+        text.append("; ").append(f"{failed} failed deliver{'y' if failed == 1 else 'ies'}", "red")
         last = channel.get("last_failed_delivery")
         if isinstance(last, dict):
-            text += f" (last: {escape(str(last.get('session')))}: {escape(str(last.get('error')))})"
+            text.append(f" (last: {last.get('session')}: {last.get('error')})")
     return text
 
 
@@ -136,7 +142,8 @@ def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
             found = await supervised_processes(where / RUN_DIR)
             if found is None:
                 raise
-            return {"serving": False, "supervisor": found[0], "processes": found[1]}
+            pid = found[0]
+            return {"serving": False, "pid": pid, "supervisor": pid, "processes": found[1]}
 
     result = run_control(where, ask())
     if as_json:
@@ -148,9 +155,7 @@ def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
             "process does not answer the control socket:"
         )
         table = Table.grid(padding=(0, 2))
-        for process in result["processes"]:
-            name = process.get("name") or process.get("role")
-            table.add_row(f"process {escape(str(name))}", _process_state(process))
+        _add_processes(table, result["processes"])
         console.print(table)
     else:
         stdout_console().print(_status_table(result))
@@ -170,11 +175,12 @@ def sessions_list(as_json: JsonOption = False, home: HomeOption = None) -> None:
         return
     table = Table("key", "channel", "messages", "pending", "updated")
     for row in rows:
-        table.add_row(
-            escape(str(row.get("key"))),
-            escape(str(row.get("channel"))),
-            str(row.get("messages", "")),
-            str(row.get("pending", "")),
+        add_row(
+            table,
+            row.get("key"),
+            row.get("channel"),
+            row.get("messages", ""),
+            row.get("pending", ""),
             _when(row.get("updated_at")),
         )
     stdout_console().print(table)
@@ -185,7 +191,7 @@ def _print_session(detail: dict[str, Any], *, events: bool) -> None:
     info = detail.get("session") or {}
     console.print(
         f"[bold]{escape(str(info.get('key')))}[/bold]  channel {escape(str(info.get('channel')))}"
-        f"  messages {info.get('messages')}  updated {_when(info.get('updated_at'))}"
+        f"  messages {escape(str(info.get('messages')))}  updated {_when(info.get('updated_at'))}"
     )
     for entry in detail.get("history") or []:
         role = str(entry.get("role"))
@@ -207,11 +213,12 @@ def _print_session(detail: dict[str, Any], *, events: bool) -> None:
     table.add_column("data", overflow="fold")
     for event in detail.get("events") or []:
         data = json.dumps(event.get("data") or {}, ensure_ascii=False, default=str)
-        table.add_row(
+        add_row(
+            table,
             _when(event.get("at"), clock_only=True),
-            escape(str(event.get("type"))),
-            escape(str(event.get("message_id") or "")[:8]),
-            escape(data if len(data) <= 120 else data[:119] + "…"),
+            event.get("type"),
+            str(event.get("message_id") or "")[:8],
+            data if len(data) <= 120 else data[:119] + "…",
         )
     console.print(table)
 

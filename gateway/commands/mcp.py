@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from core.errors import ConfigError
@@ -23,6 +22,7 @@ from gateway.commands.common import (
     resolve_home,
     stdout_console,
 )
+from gateway.commands.output import add_row
 from gateway.config import FamiliarConfig, load_config, workspace_dir
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.mcp import resolve_mcp
@@ -94,12 +94,13 @@ def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
         state = str(s.get("state"))
         if s.get("error"):
             state += f": {s['error']}"
-        table.add_row(
-            escape(str(s.get("name"))),
-            str(s.get("transport")),
-            escape(state),
-            escape(str(s.get("source"))),
-            escape(", ".join(s.get("tools") or []) or "-"),
+        add_row(
+            table,
+            s.get("name"),
+            s.get("transport"),
+            state,
+            s.get("source"),
+            ", ".join(s.get("tools") or []) or "-",
         )
     stdout_console().print(table)
 

@@ -6,7 +6,6 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from gateway.commands.common import (
@@ -18,6 +17,7 @@ from gateway.commands.common import (
     resolve_home,
     stdout_console,
 )
+from gateway.commands.output import add_row
 
 __all__ = ["memory_app"]
 
@@ -38,13 +38,7 @@ def _print(entries: list[dict[str, Any]], *, empty: str) -> None:
         stamp = entry.get("updated_at")
         day = time.strftime("%Y-%m-%d", time.localtime(stamp)) if isinstance(stamp, float) else ""
         tags = ", ".join(str(t) for t in entry.get("tags") or [])
-        table.add_row(
-            f"#{entry.get('id')}",
-            escape(str(entry.get("scope"))),
-            day,
-            escape(tags),
-            escape(str(entry.get("text"))),
-        )
+        add_row(table, f"#{entry.get('id')}", entry.get("scope"), day, tags, entry.get("text"))
     stdout_console().print(table)
 
 

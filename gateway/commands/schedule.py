@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from gateway.commands.common import (
@@ -19,6 +18,7 @@ from gateway.commands.common import (
     stdout_console,
     text_argument,
 )
+from gateway.commands.output import add_row
 from gateway.control.client import ControlClient
 
 __all__ = ["describe_schedule", "schedule_app"]
@@ -107,14 +107,15 @@ def list_schedules(
         return
     table = Table("id", "session", "kind", "spec", "next run", "runs", "prompt")
     for item in items:
-        table.add_row(
+        add_row(
+            table,
             f"#{item.get('id')}",
-            escape(str(item.get("session"))),
-            str(item.get("kind")),
-            escape(str(item.get("spec"))),
-            str(item.get("next_run") or "-"),
-            str(item.get("run_count")),
-            escape(str(item.get("prompt"))),
+            item.get("session"),
+            item.get("kind"),
+            item.get("spec"),
+            item.get("next_run") or "-",
+            item.get("run_count"),
+            item.get("prompt"),
         )
     stdout_console().print(table)
 

@@ -11,14 +11,7 @@ import typer
 
 from core.errors import ConfigError
 from gateway.commands.common import CliDeps, HomeOption, command_group, fail
-from gateway.service import (
-    ROLE_UNIT_NAMES,
-    ServiceError,
-    ServiceManager,
-    UnitKind,
-    default_home,
-    render_role_unit,
-)
+from gateway.service import ServiceError, ServiceManager, UnitKind, default_home
 
 __all__ = ["service_app"]
 
@@ -92,18 +85,20 @@ def service_status(ctx: typer.Context, user: UserOption = None, home: HomeOption
 
 @service_app.command("role-unit")
 def service_role_unit(
+    ctx: typer.Context,
     role: Annotated[str, typer.Argument(help="agent, channels or scheduler.")],
     user: Annotated[str, typer.Option(help="The account the unit runs as.")] = "familiar",
     home: HomeOption = None,
 ) -> None:
     """Print the system unit of one role (a split deployment: a unit per role or host).
 
-    Save it as the file named in its first line under /etc/systemd/system/.
+    Save it as the file named in its first line under /etc/systemd/system/. It makes
+    the checks `service install` makes (the account exists and can run this
+    interpreter and read this code, neither under /tmp) and prints nothing otherwise.
     """
     where = home.expanduser().absolute() if home else default_home("system")
-    if role not in ROLE_UNIT_NAMES:
-        raise fail(f"unknown role {role!r} (one of {', '.join(ROLE_UNIT_NAMES)})")
     try:
-        typer.echo(render_role_unit(role, home=where, user=user), nl=False)
+        text = _manager(ctx).role_unit(role, home=where, user=user)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    typer.echo(text, nl=False)

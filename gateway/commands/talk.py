@@ -46,7 +46,7 @@ class Outcome:
     def reply(self) -> dict[str, str] | None:
         if not isinstance(self.final, ReplyLine):
             return None
-        return {"kind": self.final.kind, "text": self.final.text}
+        return {"kind": self.final.kind, "text": self.final.text, "format": self.final.format}
 
     @property
     def status(self) -> str:

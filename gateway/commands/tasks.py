@@ -17,6 +17,7 @@ from gateway.commands.common import (
     resolve_home,
     stdout_console,
 )
+from gateway.commands.output import add_row
 
 __all__ = ["tasks_app"]
 
@@ -55,14 +56,15 @@ def list_tasks(
         table.add_column(column)
     for task in tasks:
         what = " ".join(str(task.get("description") or task.get("name") or "").split())
-        table.add_row(
-            str(task.get("id")),
-            escape(str(task.get("agent_type"))),
-            str(task.get("status")),
-            str(task.get("mode")),
-            escape(str(task.get("owner"))),
+        add_row(
+            table,
+            task.get("id"),
+            task.get("agent_type"),
+            task.get("status"),
+            task.get("mode"),
+            task.get("owner"),
             _progress(task),
-            escape(what[:60]),
+            what[:60],
         )
     stdout_console().print(table)
 
@@ -77,8 +79,8 @@ def show_task(task_id: TaskId, as_json: JsonOption = False, home: HomeOption = N
     console = stdout_console()
     console.print(
         f"[bold]{escape(str(task.get('id')))}[/bold] {escape(str(task.get('agent_type')))} · "
-        f"{task.get('status')} · {task.get('mode')} · memory {task.get('memory_share_mode')} "
-        f"· depth {task.get('depth')}"
+        f"{escape(str(task.get('status')))} · {escape(str(task.get('mode')))} · memory "
+        f"{escape(str(task.get('memory_share_mode')))} · depth {escape(str(task.get('depth')))}"
     )
     console.print(f"parent: {escape(str(task.get('owner')))}  session: "
                   f"{escape(str(task.get('session')))}")  # fmt: skip
@@ -87,7 +89,9 @@ def show_task(task_id: TaskId, as_json: JsonOption = False, home: HomeOption = N
     if task.get("result") is not None:
         console.print(f"result: {escape(str(task.get('result')))}")
     for message in task.get("history") or []:
-        console.print(f"  {message.get('role')}: {escape(str(message.get('content')))}")
+        console.print(
+            f"  {escape(str(message.get('role')))}: {escape(str(message.get('content')))}"
+        )
 
 
 @tasks_app.command("cancel")

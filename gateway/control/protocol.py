@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
-    from core.messages import OutboundKind, OutboundMessage
+    from core.messages import OutboundKind, OutboundMessage, ReplyFormat
 
 __all__ = [
     "CLIENT_ID_PATTERN",
@@ -73,13 +73,19 @@ class ProgressLine:
 
 @dataclass(frozen=True, kw_only=True)
 class ReplyLine:
-    """The final reply (``kind`` ``error`` when the agent or provider failed)."""
+    """The final reply (``kind`` ``error`` when the agent or provider failed).
+
+    ``format`` says how to show ``text``: ``markdown`` (the model's reply) or ``text``
+    as it is (a slash command's output, e.g. ``/help``). Servers before ``format``
+    existed sent neither, hence the default.
+    """
 
     type: ClassVar[Literal["reply"]] = "reply"
     message_id: str
     session: str
     kind: OutboundKind
     text: str
+    format: ReplyFormat = "markdown"
 
     @classmethod
     def of(cls, message: OutboundMessage) -> ReplyLine:
@@ -88,6 +94,7 @@ class ReplyLine:
             session=message.session_key,
             kind=message.kind,
             text=message.text,
+            format=message.format,
         )
 
 
@@ -110,7 +117,11 @@ StreamLine = Accepted | DeltaLine | ProgressLine | ReplyLine | TimeoutLine
 _LINES: dict[str, type[StreamLine]] = {
     cls.type: cls for cls in (Accepted, DeltaLine, ProgressLine, ReplyLine, TimeoutLine)
 }
-_CHOICES = {"kind": ("reply", "error"), "reason": ("timeout", "stopping")}
+_CHOICES = {
+    "kind": ("reply", "error"),
+    "reason": ("timeout", "stopping"),
+    "format": ("markdown", "text"),
+}
 """The fields whose string must be one of a few (the ``Literal`` fields)."""
 _FIELDS: dict[type[StreamLine], tuple[tuple[str, bool], ...]] = {
     cls: tuple((f.name, f.default is dataclasses.MISSING) for f in dataclasses.fields(cls))

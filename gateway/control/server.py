@@ -34,6 +34,7 @@ from gateway.control.requests import ReadRequest, validation_message
 from gateway.control.tasks import add_task_routes
 from gateway.http_errors import body_checks
 from gateway.masking import masked_config
+from gateway.process_table import gateway_pid
 from gateway.provider_detect import ProviderChoice
 from gateway.undelivered import sweep_stranded, undelivered_report
 
@@ -126,9 +127,10 @@ class _ControlApi:
         s = self._s
         store = s.core.store
         queue = await s.core.bus.queue_counts()
+        processes = await s.processes() if s.processes is not None else []
         return web.json_response(
             {
-                "pid": os.getpid(),
+                "pid": gateway_pid(processes),
                 "version": s.version,
                 "uptime_s": round(time.monotonic() - s.started, 3),
                 "home": str(s.home),
@@ -140,7 +142,7 @@ class _ControlApi:
                 "sessions": await s.core.sessions.count(),
                 "queue": {"pending": queue.pending, "claimed": queue.claimed},
                 "busy_sessions": (s.core.runtime.busy_sessions if s.runs_agent else queue.claimed),
-                "processes": await s.processes() if s.processes is not None else [],
+                "processes": processes,
                 "exec_sandbox": await self._exec_sandbox(),
                 "http": s.http_address,
                 "undelivered": await undelivered_report(store, s.config),

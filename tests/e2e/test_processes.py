@@ -308,6 +308,7 @@ async def test_kill_9_of_the_channels_process_loses_nothing_and_send_works_again
                 "agent",
                 "channels",
                 "scheduler",
+                "supervisor",
             ]
             assert roles["channels"]["restarts"] == 1 and roles["agent-1"]["restarts"] == 0
             assert await gw.stop() == 0
@@ -332,7 +333,7 @@ async def test_sigterm_stops_every_child_gracefully_and_exits_0(home: Path) -> N
             assert deltas == "echo: a streamed answer, please"
             assert lines[-1]["type"] == "reply" and lines[-1]["text"] == deltas
             pids = [p["pid"] for p in gw.table().values()]
-            assert len(pids) == 4 and all(_alive(p) for p in pids)
+            assert len(pids) == 5 and all(_alive(p) for p in pids)  # the supervisor too
             assert await gw.stop() == 0
             assert not any(_alive(p) for p in pids)
             assert {p["state"] for p in gw.table().values()} == {"stopped"}
@@ -376,7 +377,10 @@ async def test_a_crash_looping_child_is_backed_off_and_reported_while_the_superv
             )
             assert shown.returncode == 1, shown.stderr
             report = json.loads(shown.stdout)
-            assert report["serving"] is False and report["supervisor"] == gw.proc.pid  # type: ignore[union-attr]
+            assert gw.proc is not None
+            assert (
+                report["serving"] is False and report["pid"] == report["supervisor"] == gw.proc.pid
+            )
             states = {p["name"]: p["state"] for p in report["processes"]}
             assert states["channels"] == "crash-loop"
             waits = [float(w) for w in _restart_waits(gw.logs())]
@@ -524,7 +528,7 @@ async def test_only_the_supervisor_talks_to_systemd(home: Path) -> None:
             async with running(home, env=env) as gw:
                 ready = await notify.until("READY=1")
                 # READY=1 once every role runs (the table is written before it is sent).
-                assert gw.all_running() and len(gw.table()) == 4
+                assert gw.all_running() and len(gw.table()) == 5  # the supervisor's row too
                 assert "STATUS=channels running; scheduler running; agent 2/2 running" in ready
                 await notify.until("WATCHDOG=1", 2)  # pinged while every child is healthy
                 assert {pid for pid, _ in notify.received} == {gw.proc.pid}  # type: ignore[union-attr]
@@ -557,7 +561,7 @@ async def test_roles_are_forked_by_the_zygote_and_restarted_without_it(home: Pat
             await gw.wait_ready()
             assert gw.proc is not None
             supervisor = gw.proc.pid
-            roles = {name: p["pid"] for name, p in gw.table().items()}
+            roles = {name: p["pid"] for name, p in gw.table().items() if name != "supervisor"}
             for pid in roles.values():
                 # Forked (the supervisor's command line, no --role) and adopted by it.
                 assert "--role" not in _cmdline(pid) and _parent(pid) == supervisor

@@ -150,6 +150,7 @@ async def test_control_api_end_to_end(home: Path, capfd: pytest.CaptureFixture[s
                 "session": "cli:t1",
                 "kind": "reply",
                 "text": "echo: hello there",
+                "format": "markdown",
             }
             assert "".join(deltas) == final["text"]
 
@@ -325,7 +326,9 @@ def test_default_config_uncommented_equals_defaults(tmp_path: Path) -> None:
     in_value = False
     for line in text.splitlines():
         assignment = re.match(r"# ([a-z_]+) = (.*)", line)
-        if assignment and "(not set)" not in line:
+        if re.fullmatch(r"# \[[\w.\"-]+\]", line):  # a section header
+            uncommented.append(line[2:])
+        elif assignment and "(not set)" not in line:
             uncommented.append(line[2:])
             in_value = assignment.group(2) == "["
         elif in_value:
@@ -428,6 +431,7 @@ async def test_watch_streams_replies_nobody_waits_for(home: Path) -> None:
             "session": "cli:watched",
             "kind": "reply",
             "text": "echo: ping from a schedule",
+            "format": "markdown",
         }
         body = await gw.get("/v1/watch/not-a-cli-key", status=400)
         assert "error" in body

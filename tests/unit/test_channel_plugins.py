@@ -137,7 +137,9 @@ def _uncomment(text: str) -> str:
     in_value = False
     for line in text.splitlines():
         assignment = re.match(r"# ([a-z_]+) = (.*)", line)
-        if assignment and "(not set)" not in line:
+        if re.fullmatch(r"# \[[\w.\"-]+\]", line):  # a section header
+            lines.append(line[2:])
+        elif assignment and "(not set)" not in line:
             lines.append(line[2:])
             in_value = assignment.group(2) == "["
         elif in_value:

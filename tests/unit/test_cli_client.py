@@ -8,11 +8,9 @@ import io
 import json
 import os
 import shutil
-import sys
 import tempfile
 import threading
-from collections.abc import Coroutine, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,7 +21,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from core.messages import Delivery, InboundMessage
-from gateway.cli import CliDeps, app
+from gateway.cli import app
 from gateway.commands.chat import _show_unread
 from gateway.control.client import (
     ControlClient,
@@ -33,7 +31,6 @@ from gateway.control.client import (
     socket_path,
 )
 from gateway.control.protocol import Accepted, DeltaLine, ReplyLine
-from gateway.service import UNIT_NAME, CommandResult, ServiceManager
 from tests.integration.control_stack import ControlStack, Relay, control_stack
 from tests.waiting import eventually
 
@@ -474,53 +471,6 @@ def test_doctor_invalid_config(home: Path) -> None:
     result = cli("doctor", "--home", str(home))
     assert result.exit_code == 1
     assert "✗ config valid" in result.stdout
-
-
-# --- service -----------------------------------------------------------------------
-
-
-@dataclass
-class FakeSystemctl:
-    results: dict[str, CommandResult] = field(default_factory=dict)
-    calls: list[list[str]] = field(default_factory=list)
-
-    async def __call__(self, argv: Sequence[str]) -> CommandResult:
-        self.calls.append(list(argv))
-        verb = next(a for a in argv[1:] if not a.startswith("--"))
-        return self.results.get(verb, CommandResult(0, "", ""))
-
-
-def test_service_install_status_uninstall(home: Path, tmp_path: Path) -> None:
-    fake = FakeSystemctl({"is-active": CommandResult(0, "active\n", "")})
-    deps = CliDeps(
-        service_manager=ServiceManager(
-            run=fake, user_unit_dir=tmp_path / "units", python=sys.executable
-        )
-    )
-    result = cli("service", "install", "--user", "--now", "--home", str(home), obj=deps)
-    assert result.exit_code == 0, result.stderr
-    unit = tmp_path / "units" / UNIT_NAME
-    assert f"wrote {unit}" in result.stdout
-    assert f"--home {home}" in unit.read_text()
-    assert ["systemctl", "--user", "enable", "--now", UNIT_NAME] in fake.calls
-
-    status = cli("service", "status", "--user", obj=deps)
-    assert status.exit_code == 0
-    assert "installed, active" in status.stdout
-
-    removed = cli("service", "uninstall", "--user", obj=deps)
-    assert removed.exit_code == 0
-    assert not unit.exists()
-
-
-def test_service_failure_exits_1(tmp_path: Path, home: Path) -> None:
-    fake = FakeSystemctl({"daemon-reload": CommandResult(1, "", "Failed to connect to bus\n")})
-    deps = CliDeps(
-        service_manager=ServiceManager(run=fake, user_unit_dir=tmp_path, python=sys.executable)
-    )
-    result = cli("service", "install", "--user", "--home", str(home), obj=deps)
-    assert result.exit_code == 1
-    assert "Failed to connect to bus" in result.stderr
 
 
 # --- exit codes, bad text, limits --------------------------------------------------

@@ -30,6 +30,10 @@ from gateway.service import (
 from tests.conftest import short_home
 
 ME = pwd.getpwuid(os.getuid()).pw_name
+ANYWHERE: tuple[Path, ...] = ()
+"""No private /tmp: for tests of what follows the location check, which pass from a
+checkout under /tmp too (the check has tests of its own, where ``tmp_path`` stands for
+/tmp wherever it is)."""
 
 
 def _render(kind: UnitKind, home: Path) -> str:
@@ -195,6 +199,7 @@ def _manager(tmp_path: Path, fake: FakeSystemctl) -> ServiceManager:
         user_unit_dir=tmp_path / "user-units",
         system_unit_dir=tmp_path / "system-units",
         python=sys.executable,
+        private_tmp=ANYWHERE,
     )
 
 
@@ -357,12 +362,14 @@ def _code(directory: Path) -> Path:
     return directory
 
 
-async def test_interpreter_under_tmp_is_refused(tmp_path: Path) -> None:
+async def test_interpreter_under_tmp_is_refused(tmp_path: Path, shm: Path) -> None:
     fake = FakeSystemctl()
     manager = ServiceManager(
         run=fake,
         user_unit_dir=tmp_path / "units",
         python=str(_interpreter(tmp_path / "venv" / "bin")),
+        code_root=_code(shm / "src"),
+        private_tmp=(tmp_path,),
     )
     with pytest.raises(ConfigError) as info:
         await manager.install("user", home=tmp_path / "fam")
@@ -380,6 +387,7 @@ async def test_code_under_tmp_is_refused(tmp_path: Path, shm: Path) -> None:
         user_unit_dir=tmp_path / "units",
         python=str(_interpreter(shm / "bin")),
         code_root=_code(tmp_path / "src"),
+        private_tmp=(tmp_path,),
     )
     with pytest.raises(ConfigError, match=r"the code .* PrivateTmp"):
         await manager.install("user", home=tmp_path / "fam")
@@ -428,7 +436,10 @@ async def test_system_unit_refused_when_its_user_cannot_reach_the_interpreter(
 
 async def test_missing_interpreter_is_refused(tmp_path: Path, shm: Path) -> None:
     manager = ServiceManager(
-        run=FakeSystemctl(), user_unit_dir=tmp_path / "units", python=str(shm / "no-python")
+        run=FakeSystemctl(),
+        user_unit_dir=tmp_path / "units",
+        python=str(shm / "no-python"),
+        code_root=_code(shm / "src"),
     )
     with pytest.raises(ConfigError, match="no-python does not exist"):
         await manager.install("user", home=tmp_path / "fam")
