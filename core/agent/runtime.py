@@ -97,6 +97,8 @@ class AgentRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._alone: str | None = None
         """The suspect running alone (its message id)."""
+        self.draining = False
+        """Taking no new work until the running turns end, so a suspect can run alone."""
         self._suspects = False
         self._suspects_read = -math.inf
         """Whether suspects wait, as last read (`loop.time()`), read at most per poll."""
@@ -231,10 +233,11 @@ class AgentRuntime:
         if self._running:
             # Drain while suspects wait, unless every running turn waits on other
             # sessions' work (which needs claiming to finish).
-            if self.slots_in_use > 0 and await self._suspects_waiting():
+            self.draining = self.slots_in_use > 0 and await self._suspects_waiting()
+            if self.draining:
                 await self._wait_for_work(None)
-                return True
-            return False
+            return self.draining
+        self.draining = False
         try:
             claim = await self._inbox.claim_suspect(
                 owner=self.owner, lease_seconds=self._config.lease_seconds
