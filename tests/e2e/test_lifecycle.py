@@ -25,6 +25,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from channels.webhook import signed_headers
 from tests.daemon_env import REPO, daemon_env
 from tests.e2e.test_daemon_process import fake_openai
 from tests.e2e.test_processes import (
@@ -139,6 +140,41 @@ async def test_sigterm_in_multi_mode_delivers_the_running_turns_reply_to_the_wai
         async with aiohttp.ClientSession() as http, http.get(f"{url[:-3]}/_fake/log") as r:
             calls = [e for e in (await r.json())["log"] if "reply me" in e["user_text"]]
         assert len(calls) == 1
+
+
+WEBHOOK_SECRET = "lifecycle-secret"
+
+
+@pytest.mark.parametrize("channel_processes", ["one", "per-channel"])
+async def test_sigterm_delivers_the_running_turns_reply_to_a_waiting_webhook_caller(
+    home: Path, channel_processes: str
+) -> None:
+    async with fake_openai() as url:
+        extra = (
+            f'channel_processes = "{channel_processes}"\n\n'
+            "[channels.webhook]\nenabled = true\n\n"
+            f'[channels.webhook.hooks.ci]\nsecret = "{WEBHOOK_SECRET}"\n'
+        )
+        write_config(home, url, workers=1, extra=extra)
+        async with running(home) as gw:
+            await gw.wait_ready()
+            base = f"http://{(await gw.get('/v1/status'))['http']}"
+            body = json.dumps({"text": "!sleep 2 hook", "session": "hook", "wait": True})
+            headers = {
+                "Content-Type": "application/json",
+                **signed_headers(WEBHOOK_SECRET, body.encode()),
+            }
+            async with aiohttp.ClientSession() as http:
+                call = asyncio.ensure_future(
+                    http.post(base + "/webhook/ci", data=body, headers=headers)
+                )
+                await _claimed(home, "webhook:ci:hook")
+                assert gw.proc is not None
+                gw.proc.send_signal(signal.SIGTERM)
+                async with await asyncio.wait_for(call, TIMEOUT) as response:
+                    answer = await response.json()
+            assert (response.status, answer["reply"]) == (200, "echo: !sleep 2 hook"), answer
+            assert await _exited(gw) == 0
 
 
 async def test_send_json_after_sigterm_says_the_message_stays_queued(home: Path) -> None:
