@@ -54,6 +54,7 @@ from gateway.delivery import DeliveryFailures, delivery_worker
 from gateway.home_files import SocketPathTaken, check_socket_path, secure_home
 from gateway.http_errors import body_checks
 from gateway.init import RUN_DIR, LoadedHome, ready_home, unusable_home
+from gateway.intake import Intake, drain_outbox
 from gateway.lock import CHANNELS_LOCK_FILE, LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import setup_logging
 from gateway.masking import mask_url
@@ -69,6 +70,8 @@ from gateway.process_table import (
     read_processes,
 )
 from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
+from gateway.role_readiness import roles_not_ready
+from gateway.stop_order import DRAIN_SIGNAL
 from gateway.store_migration import migrate_store
 from gateway.store_watch import StoreWatch
 from gateway.supervisor import ChannelSupervisor
@@ -102,7 +105,6 @@ WAKE_DIR = "wake"
 
 Role = Literal["agent", "channels", "scheduler"]
 ROLES: tuple[Role, ...] = get_args(Role)
-_DRAIN_SECONDS = 2.0
 
 
 def run_gateway(
@@ -292,6 +294,7 @@ class _Gateway:
         self.watch: StoreWatch | None = None
         self.lost = asyncio.Event()
         """Set when the store is lost for good: the gateway stops and exits 1."""
+        self.intake = Intake(self._stop_intake)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -302,6 +305,7 @@ class _Gateway:
         if own_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(DRAIN_SIGNAL, self.intake.stop_soon)  # the supervisor's
         parent_fd = _parent_fd(self.env)
         if parent_fd is not None:  # the supervisor went away: stop too
             loop.add_reader(parent_fd, stop.set)
@@ -329,7 +333,7 @@ class _Gateway:
             if watchdog is not None:
                 await watchdog
             if own_signals:
-                for sig in (signal.SIGTERM, signal.SIGINT):
+                for sig in (signal.SIGTERM, signal.SIGINT, DRAIN_SIGNAL):
                     loop.remove_signal_handler(sig)
             if parent_fd is not None:
                 loop.remove_reader(parent_fd)
@@ -662,11 +666,12 @@ class _Gateway:
         self.stopping = True
         busy = self.core.runtime.busy_sessions if self.core and self.runtime_started else 0
         sd_notify(f"STOPPING=1\nSTATUS=stopping: finishing {busy} running turn(s)")
-        await self._stop_intake()
+        await self.intake.stop()
         if self.core is not None and self.runtime_started:
             await self.core.runtime.stop(grace=self.config.agent.shutdown_grace)
         if self.core is not None and self.supervisors and not self.lost.is_set():
-            await self._drain_outbox(self.core)  # (when lost, nothing reads the outbox)
+            # (when lost, nothing reads the outbox)
+            await drain_outbox(self.core.bus, [s.name for s in self.supervisors if s.running])
         await self.cli.stop()  # waiting control clients get "timeout": the reply is kept
         if self.control is not None:
             await self.control.close()
@@ -705,17 +710,6 @@ class _Gateway:
         if self.core is not None and self.core.schedules.running:
             await self.core.schedules.stop()
 
-    async def _drain_outbox(self, core: CoreApp) -> None:
-        """Give replies settled during the grace a moment to reach their channels."""
-        deadline = time.monotonic() + _DRAIN_SECONDS
-        names = [s.name for s in self.supervisors if s.running]
-        while time.monotonic() < deadline:
-            due = [n for n in names if await core.bus.due_outbound(n, limit=1)]
-            if not due:
-                return
-            await asyncio.sleep(0.05)
-        log.info("replies left for delivery after restart channels=%s", due)
-
     def _mcp_config(self) -> McpConfig:
         mcp, _problems = resolve_mcp(
             self.config.mcp, home=self.home, workspace=self.workspace, env=self.env
@@ -728,7 +722,8 @@ class _Gateway:
         """`not_ready` after checking the store's file afresh (what ``/readyz`` serves)."""
         if self.watch is not None and not self.stopping:
             await self.watch.check()
-        return self.not_ready()
+        supervised = bool(self.env.get(SUPERVISED_ENV)) and self.channel is None
+        return self.not_ready() + await roles_not_ready(self.home / RUN_DIR, supervised=supervised)
 
     def readiness_details(self) -> dict[str, Any]:
         """What ``/readyz`` adds without changing readiness: MCP servers that failed."""
@@ -740,7 +735,7 @@ class _Gateway:
         reasons: list[str] = []
         if self.watch is not None and self.watch.problem is not None:
             reasons.append(f"store: {self.watch.problem}")
-        if self.stopping:
+        if self.stopping or self.intake.stopped:
             reasons.append("stopping")
         if self.store is None or self.core is None:
             reasons.append("store not open")

@@ -15,10 +15,11 @@
   loop. A child whose loop stops pinging is killed and restarted.
 - Only the supervisor talks to systemd: ``READY=1`` once every child is ready,
   ``WATCHDOG=1`` only while every child is healthy, ``STATUS=`` with the summary.
-- SIGTERM or SIGINT stops every child with SIGTERM (each drains gracefully), kills
-  those still running after ``agent.shutdown_grace`` + ``gateway.child_stop_timeout``,
-  and exits 0. Children also stop by themselves when the supervisor vanishes (they
-  watch a pipe it holds open).
+- SIGTERM or SIGINT stops the children in order (`gateway.stop_order`): the front
+  stops taking messages in, the agent workers finish their turns within
+  ``agent.shutdown_grace``, then the channels deliver those replies and stop; it exits
+  0. Children also stop by themselves when the supervisor vanishes (they watch a pipe
+  it holds open).
 - A child that exits with 78 (bad configuration) before it was ever ready stops the
   supervisor with 78: restarting cannot fix a config file.
 - Before the roles, a process forked for that alone brings the store to the newest
@@ -50,6 +51,7 @@ from core.errors import ConfigError
 from core.store.sqlite_file import sqlite_path
 from core.store.warm import warm_up
 from gateway.config import FamiliarConfig, store_url, workspace_dir
+from gateway.config_check import check_complete
 from gateway.home_files import secure_home
 from gateway.init import RUN_DIR, LoadedHome, load_home, unusable_home
 from gateway.lock import LOCK_FILE, GatewayLocked, HomeLock
@@ -64,6 +66,7 @@ from gateway.process_table import (
     write_processes,
 )
 from gateway.reaper import ChildProcess, ChildReaper, become_subreaper
+from gateway.stop_order import stop_in_order
 from gateway.systemd import sd_notify, watchdog_interval
 from gateway.zygote import Zygote, ZygoteGone
 
@@ -92,6 +95,7 @@ def supervise_or_none(home: Path) -> int | LoadedHome:
     setup_logging(LogConfig())
     try:
         loaded = load_home(home)
+        check_complete(loaded.config)
     except (ConfigError, OSError) as exc:
         return unusable_home(home, exc)
     config = loaded.config
@@ -234,24 +238,13 @@ class Supervisor:
         self.stopping = True
         sd_notify("STOPPING=1\nSTATUS=stopping the role processes")
         log.info("supervisor stopping children=%d", len(self.children))
-        for child in self.children:
-            if child.pid is not None:
-                child.state = "stopping"
-                with contextlib.suppress(ProcessLookupError):
-                    child.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-        await self._publish()
-        limit = self.config.agent.shutdown_grace + self.config.gateway.child_stop_timeout
-        procs = [c.proc for c in self.children if c.proc is not None]
-        waits = [asyncio.create_task(p.wait()) for p in procs if p.returncode is None]
-        if waits:
-            _, late = await asyncio.wait(waits, timeout=limit)
-            if late:
-                for proc in procs:
-                    if proc.returncode is None:
-                        log.warning("child did not stop in %.0fs: killing pid=%d", limit, proc.pid)
-                        with contextlib.suppress(ProcessLookupError):
-                            proc.kill()
-                await asyncio.wait(late, timeout=10)
+        gw = self.config.gateway
+        await stop_in_order(
+            self.children,
+            workers_limit=self.config.agent.shutdown_grace + gw.child_stop_timeout,
+            channels_limit=gw.child_stop_timeout,
+            changed=self._publish,
+        )
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

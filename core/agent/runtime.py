@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections import deque
 from collections.abc import AsyncIterator
 
@@ -66,6 +67,11 @@ class AgentRuntime:
     another session's work (a sync subagent) gives its slot back for the wait and
     takes it back afterwards ahead of new claims, so parents waiting on children can
     hold every slot without deadlocking them.
+
+    A message whose last attempt was interrupted (a *suspect*, `core.bus.suspects`)
+    runs alone: it is claimed only while no other turn runs here, and nothing else is
+    claimed while it holds its slot. While suspects wait, no new work is claimed until
+    the running turns (those holding slots) are done.
     """
 
     def __init__(
@@ -89,6 +95,13 @@ class AgentRuntime:
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._alone: str | None = None
+        """The suspect running alone (its message id)."""
+        self.draining = False
+        """Taking no new work until the running turns end, so a suspect can run alone."""
+        self._suspects = False
+        self._suspects_read = -math.inf
+        """Whether suspects wait, as last read (`loop.time()`), read at most per poll."""
         commands.register(
             "stop",
             self._stop_command,
@@ -187,6 +200,8 @@ class AgentRuntime:
     async def _claim_loop(self) -> None:
         cfg = self._config
         while not self._stopping.is_set():
+            if await self._suspect_first():
+                continue
             free = self._free_slots()
             if free > 0:
                 try:
@@ -205,6 +220,45 @@ class AgentRuntime:
                 if len(claims) >= free:
                     continue  # there may be more; fewer than asked means none was left
             await self._wait_for_work(cfg.poll_interval if free > 0 else None)
+
+    async def _suspect_first(self) -> bool:
+        """Run a suspect alone, or wait for that; False: claim as usual now."""
+        alone = self._running.get(self._alone) if self._alone is not None else None
+        if alone is not None and alone.holding:
+            await self._wait_for_work(None)  # it runs alone: nothing else meanwhile
+            return True
+        if self._running:
+            # Drain while suspects wait, unless every running turn waits on other
+            # sessions' work (which needs claiming to finish).
+            self.draining = self.slots_in_use > 0 and await self._suspects_waiting()
+            if self.draining:
+                await self._wait_for_work(None)
+            return self.draining
+        self.draining = False
+        try:
+            claim = await self._inbox.claim_suspect(
+                owner=self.owner, lease_seconds=self._config.lease_seconds
+            )
+        except Exception:
+            log.exception("claiming a suspect failed")
+            return False
+        if claim is None:
+            self._suspects = False
+            return False
+        self._alone = claim.message.id
+        self._start_turn(claim)
+        return True
+
+    async def _suspects_waiting(self) -> bool:
+        now = asyncio.get_running_loop().time()
+        if now - self._suspects_read >= self._config.poll_interval:
+            self._suspects_read = now
+            try:
+                self._suspects = await self._inbox.suspect_waiting()
+            except Exception:
+                log.exception("looking for suspects failed")
+                self._suspects = False
+        return self._suspects
 
     async def _wait_for_work(self, timeout: float | None) -> None:
         """Until something may be claimable (``timeout`` None: until a slot is free).
@@ -245,6 +299,8 @@ class AgentRuntime:
                     log.exception("turn crashed; the message stays claimable after its lease")
                 finally:
                     self._running.pop(message.id, None)
+                    if self._alone == message.id:
+                        self._alone = None
                     self._grant()
                     self._slot_freed.set()
 

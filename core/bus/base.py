@@ -110,7 +110,16 @@ class Inbox(Publisher, Protocol):
     """Durable inbound queue with per-session ordering and leases (the agent runtime's)."""
 
     async def claim(self, *, owner: str, limit: int, lease_seconds: float) -> list[Claim]:
-        """Lease up to ``limit`` messages: the oldest pending one of each idle session."""
+        """Lease up to ``limit`` messages: the oldest pending one of each idle session
+        that has no suspect (a message whose last attempt was interrupted)."""
+        ...
+
+    async def suspect_waiting(self) -> bool:
+        """Whether a suspect is claimable now."""
+        ...
+
+    async def claim_suspect(self, *, owner: str, lease_seconds: float) -> Claim | None:
+        """Lease one suspect, to run alone (`core.bus.suspects`)."""
         ...
 
     def settle_in(

@@ -7,13 +7,15 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import Connection, Update, and_, bindparam, func, or_, select, update
+from sqlalchemy import Connection, Update, bindparam, func, or_, select, update
 
 from core.bus.base import Claim, DueReply, Published
 from core.bus.lookups import SqlLookups
 from core.bus.owner import make_owner, owner_is_dead
 from core.bus.reply_reads import ReplyReads
 from core.bus.signals import KeyedWaiters, Signal, SignalMap
+from core.bus.suspects import BUSY, SUSPECT_FREE, SuspectClaims
+from core.bus.suspects import ELIGIBLE as _ELIGIBLE
 from core.bus.tables import DedupeRow, InboundRow, OutboundRow
 from core.bus.wakeups import Wakeups
 from core.messages import InboundMessage, OutboundMessage
@@ -66,18 +68,12 @@ _SETTLE = Prepared(
     .returning(_QUEUED_BESIDE)
 )
 """Settle a claim still held; returns a row (whether the session has more queued) if so."""
-_ELIGIBLE = or_(
-    _inbound.c.status == "pending",
-    and_(_inbound.c.status == "claimed", _inbound.c.lease_until < bindparam("now")),
-)
-_BUSY = select(_inbound.c.session_key).where(
-    _inbound.c.status == "claimed", _inbound.c.lease_until >= bindparam("now")
-)
-# The oldest claimable message of each idle session, oldest sessions first.
+# The oldest claimable message of each idle session without a suspect, oldest first.
 _HEADS = (
     select(func.min(_inbound.c.seq))
-    .where(_ELIGIBLE, _inbound.c.session_key.not_in(_BUSY))
+    .where(_ELIGIBLE, _inbound.c.session_key.not_in(BUSY))
     .group_by(_inbound.c.session_key)
+    .having(SUSPECT_FREE)
     .order_by(func.min(_inbound.c.seq))
     .limit(bindparam("limit"))
 )
@@ -190,7 +186,7 @@ def reply_row(reply: OutboundMessage, now: float) -> dict[str, object]:
     }
 
 
-class SqlBus(SqlLookups):
+class SqlBus(SqlLookups, SuspectClaims):
     """The `Bus` on SQL tables; in-process signals make wake-ups immediate.
 
     Writes are jobs run by :meth:`Store.transact` (group-committed on SQLite), so a

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,8 +22,15 @@ from gateway.commands.common import (
     text_argument,
     text_from_stdin,
 )
-from gateway.control.client import ControlClient, ControlError
-from gateway.control.protocol import Accepted, DeltaLine, ProgressLine, ReplyLine, TimeoutLine
+from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
+from gateway.control.protocol import (
+    Accepted,
+    DeltaLine,
+    ProgressLine,
+    ReplyLine,
+    StreamLine,
+    TimeoutLine,
+)
 
 __all__ = ["Outcome", "converse", "no_reply_text", "send"]
 
@@ -37,6 +44,8 @@ class Outcome:
     message_id: str | None = None
     final: ReplyLine | TimeoutLine | None = None
     deltas: list[str] = field(default_factory=list)
+    lost: str | None = None
+    """Why the connection ended after the message was accepted, with no reply."""
 
     @property
     def streamed(self) -> str:
@@ -49,11 +58,19 @@ class Outcome:
         return {"kind": self.final.kind, "text": self.final.text, "format": self.final.format}
 
     @property
+    def queued(self) -> bool:
+        """Accepted, and neither answered nor waited for: the gateway stopped, or the
+        connection to it was lost (the message is answered once it runs again)."""
+        stopping = isinstance(self.final, TimeoutLine) and self.final.reason == "stopping"
+        return self.reply is None and (stopping or self.lost is not None)
+
+    @property
     def status(self) -> str:
-        """``done``, ``failed`` (an error reply) or ``timeout`` (no reply in time)."""
+        """``done``, ``failed`` (an error reply), ``timeout`` (no reply in time) or
+        ``queued`` (see `queued`)."""
         reply = self.reply
         if reply is None:
-            return "timeout"
+            return "queued" if self.queued else "timeout"
         return "done" if reply["kind"] == "reply" else "failed"
 
     @property
@@ -82,9 +99,28 @@ async def converse(
         wait: seconds the gateway waits for the reply; None waits as long as it takes.
         on_delta: called with each piece of the streaming reply.
         on_progress: called with each progress note.
+
+    Raises:
+        DaemonUnavailable: no gateway took the message (once it has, a lost connection
+            is `Outcome.lost`).
     """
     outcome = Outcome()
     items = client.send(key, text, stream=stream, timeout=wait)
+    try:
+        await _collect(items, outcome, on_delta, on_progress)
+    except DaemonUnavailable as exc:
+        if outcome.message_id is None:
+            raise
+        outcome.lost = str(exc)
+    return outcome
+
+
+async def _collect(
+    items: AsyncGenerator[StreamLine, None],
+    outcome: Outcome,
+    on_delta: Callable[[str], None] | None,
+    on_progress: Callable[[str], None] | None,
+) -> None:
     async with contextlib.aclosing(items):
         async for item in items:
             if isinstance(item, Accepted):
@@ -98,13 +134,17 @@ async def converse(
                     on_progress(item.text)
             else:
                 outcome.final = item
-    return outcome
 
 
 def no_reply_text(outcome: Outcome, key: str, wait: float | None) -> str:
     """What to say when the wait for a reply ended without one."""
     see = f"see: familiar sessions show {key} --events"
-    if isinstance(outcome.final, TimeoutLine) and outcome.final.reason == "stopping":
+    if outcome.lost is not None:
+        return (
+            f"the connection to the gateway was lost; message {outcome.message_id} stays "
+            f"queued and will be answered once the gateway runs again ({see})"
+        )
+    if outcome.queued:
         return (
             f"the gateway is stopping; message {outcome.message_id} stays queued and will "
             f"be answered after it restarts ({see})"
@@ -112,11 +152,13 @@ def no_reply_text(outcome: Outcome, key: str, wait: float | None) -> str:
     return f"no reply within {wait or 0:g} s; message {outcome.message_id} stays queued ({see})"
 
 
-async def _message_events(client: ControlClient, key: str, message_id: str | None) -> list[Any]:
-    if message_id is None:
-        return []
+async def _message_events(client: ControlClient, key: str, outcome: Outcome) -> list[Any]:
+    if outcome.message_id is None or outcome.queued:
+        return []  # (a gateway that stops or went away answers no more requests)
     try:
-        detail = await client.session(key, events=True, message_id=message_id)
+        detail = await client.session(key, events=True, message_id=outcome.message_id)
+    except DaemonUnavailable:
+        return []  # it stopped taking requests since (a reply during its shutdown)
     except ControlError as exc:
         if exc.status == 404:
             return []
@@ -135,7 +177,9 @@ async def _send(home: Path, key: str, text: str, *, wait: float | None, as_json:
     async with ControlClient(home) as client:
         outcome = await converse(client, key, text, stream=stream, wait=wait, on_delta=_write_delta)
         if as_json:
-            events = await _message_events(client, key, outcome.message_id)
+            events = await _message_events(client, key, outcome)
+            if outcome.reply is None:
+                print(no_reply_text(outcome, key, wait), file=sys.stderr)
             print_json(
                 {
                     "session": key,
@@ -185,9 +229,11 @@ def send(
     home: HomeOption = None,
 ) -> None:
     """Exit status: 0 on a reply; 1 on an agent/provider error, a timeout, or when the
-    gateway stops before replying (the message stays queued and is answered after a
-    restart); 2 when no gateway is running; 64 for a usage error (text that is not
-    UTF-8 or is over 1 MiB included).
+    gateway stops (or the connection to it is lost) after taking the message (it stays
+    queued and is answered after a restart); 2 when no gateway took the message; 64 for
+    a usage error (text that is not UTF-8 or is over 1 MiB included). With ``--json``,
+    every message taken prints an object with its ``message_id`` and ``status``
+    (``done``, ``failed``, ``timeout``, ``queued``).
     """
     home_dir = resolve_home(home)
     if text == "-":
