@@ -27,6 +27,7 @@ from gateway.commands.common import (
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.home import RUN_DIR
 from gateway.process_table import supervised_processes
+from gateway.trust import trust_lines, trust_summary
 
 __all__ = ["sessions_app", "status"]
 
@@ -137,6 +138,7 @@ def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
             return {"serving": False, "supervisor": found[0], "processes": found[1]}
 
     result = run_control(where, ask())
+    result["trust"] = trust_summary(where)
     if as_json:
         print_json(result)
     elif result.get("serving") is False:
@@ -152,6 +154,9 @@ def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
         console.print(table)
     else:
         stdout_console().print(_status_table(result))
+    if not as_json:
+        for line in trust_lines(result["trust"]):
+            stdout_console().print(escape(line), style="yellow", soft_wrap=True)
     if result.get("serving") is False:
         raise typer.Exit(EXIT_FAILED)
 
