@@ -40,6 +40,7 @@ __all__ = [
     "TrustCheck",
     "TrustState",
     "WorkspaceTrust",
+    "allow_command",
     "digest",
     "named_files",
     "shell_words",
@@ -63,7 +64,15 @@ _INTERPRETERS = frozenset(
     | {"ruby", "perl", "php", "pwsh", "lua"}
 )
 """Programs whose first plain argument is the script they run (tracked even if missing)."""
+_INLINE = frozenset({"-c", "-m", "-e", "--eval", "-p", "--print", "-E"})
+"""Options after which an interpreter runs code given on its command line."""
 _SEPARATORS = frozenset({";", "&", "&&", "|", "||", "(", ")", ";;", "|&"})
+
+
+def allow_command(path: Path, home: Path | None) -> str:
+    """The exact command that trusts ``path`` (in the home ``home``)."""
+    where = f" --home {shlex.quote(str(home))}" if home is not None else ""
+    return f"familiar trust allow {shlex.quote(str(path))}{where}"
 
 
 class TrustState(StrEnum):
@@ -88,13 +97,12 @@ def digest(path: Path) -> str:
         return MISSING
     except NotADirectoryError:
         return MISSING
-    except IsADirectoryError:
-        return NOT_A_FILE
     except OSError:
         return UNREADABLE
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return NOT_A_FILE
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return NOT_A_FILE
         sha = hashlib.sha256()
         while chunk := f.read(_CHUNK):
             sha.update(chunk)
@@ -122,17 +130,21 @@ def shell_words(argv: Sequence[str]) -> list[list[str]]:
 
 
 def _programs(words: Sequence[str]) -> set[str]:
-    """The words of one command that run code: the program, and an interpreter's script."""
+    """The words of one command that name code to run by path: the program (unless a bare
+    name, which ``PATH`` finds), and an interpreter's script."""
     # ``VAR=value prog`` runs prog
     words = [w for w in words if not ("=" in w and w.partition("=")[0].isidentifier())]
     if not words:
         return set()
-    found = {words[0]}
+    found = {words[0]} if "/" in words[0] else set()
     name = Path(words[0]).name
     if name in _INTERPRETERS or name.rstrip("0123456789.") in _INTERPRETERS:
-        script = next((w for w in words[1:] if not w.startswith("-")), None)
-        if script is not None:
-            found.add(script)
+        for word in words[1:]:
+            if word in _INLINE:
+                break  # code on the command line (or a module by name), no script
+            if not word.startswith("-"):
+                found.add(word)
+                break
     return found
 
 
@@ -312,13 +324,17 @@ class WorkspaceTrust:
         self._noted.add(key)
         extra = f" ({', '.join(check.changed)} changed since trusted)" if check.changed else ""
         log.warning(
-            "workspace %s file ignored path=%s state=%s%s; trust it with: familiar trust allow %s",
+            "workspace %s file ignored path=%s state=%s%s; trust it with: %s",
             what,
             check.path,
             check.state.value,
             extra,
-            shlex.quote(str(check.path)),
+            self.allow_command(check.path),
         )
+
+    def allow_command(self, path: Path) -> str:
+        """The exact command that trusts ``path`` in this record."""
+        return allow_command(path, self.record.parent if self.record is not None else None)
 
     def allow(self, checks: Iterable[TrustCheck]) -> None:
         """Record each file's fingerprint as trusted (one atomic write).

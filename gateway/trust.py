@@ -9,7 +9,6 @@ Blocking I/O: the CLI calls it directly, anything async from a thread.
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from core.errors import ConfigError
 from core.hooks import default_sources
 from core.hooks.loader import check_hook_file, hook_files
 from core.trust import TRUST_FILE, TrustCheck, WorkspaceTrust
+from core.trust import allow_command as trusting
 from gateway.config import FamiliarConfig, hooks_dir, load_config, workspace_dir
 from gateway.mcp.sources import check_mcp_file, import_paths
 
@@ -35,8 +35,8 @@ Kind = Literal["hooks", "mcp"]
 
 
 def allow_command(home: Path, path: Path) -> str:
-    """The exact command that trusts ``path``."""
-    return f"familiar trust allow {shlex.quote(str(path))} --home {shlex.quote(str(home))}"
+    """The exact command that trusts ``path`` in ``home``."""
+    return trusting(path, home)
 
 
 @dataclass(frozen=True, slots=True)

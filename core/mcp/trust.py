@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,8 +43,6 @@ def trust_verifier(trust: WorkspaceTrust, *, cwd: Path) -> Callable[[McpServerCo
         if check.trusted:
             return None
         trust.note(check, what="MCP server")
-        return (
-            f"{source} is {check.state.value}: run familiar trust allow {shlex.quote(str(source))}"
-        )
+        return f"{source} is {check.state.value}: run {trust.allow_command(source)}"
 
     return verify
