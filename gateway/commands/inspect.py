@@ -27,7 +27,6 @@ from gateway.commands.common import (
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.home import RUN_DIR
 from gateway.process_table import supervised_processes
-from gateway.trust import trust_lines, trust_summary
 
 __all__ = ["sessions_app", "status"]
 
@@ -138,6 +137,9 @@ def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
             return {"serving": False, "supervisor": found[0], "processes": found[1]}
 
     result = run_control(where, ask())
+    # Here, not at the top: ``status --help`` and ``sessions`` need no config models.
+    from gateway.trust import trust_lines, trust_summary
+
     result["trust"] = trust_summary(where)
     if as_json:
         print_json(result)
