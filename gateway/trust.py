@@ -84,15 +84,18 @@ class WorkspaceControl:
         return None
 
     def recorded(self, given: str) -> Path | None:
-        """The trusted path ``given`` names (the file may be gone), else None."""
+        """The trusted path ``given`` names (the file may be gone), else None.
+
+        Raises:
+            ConfigError: the record is not valid.
+        """
         entries = self.trust.entries()
         for base in (Path.cwd(), self.workspace):
             where = Path(os.path.normpath(base / Path(given).expanduser()))
             if str(where) in entries:
                 return where
-            if (f := self.find(given)) is not None and str(f.check.path) in entries:
-                return f.check.path
-        return None
+        found = self.find(given)
+        return found.check.path if found is not None and str(found.check.path) in entries else None
 
     def as_json(self) -> dict[str, Any]:
         return {
