@@ -27,6 +27,7 @@ from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
 from core.hooks.subagents import SubagentHooks
 from core.mcp import McpConfig
 from core.mcp.manager import McpManager
+from core.mcp.trust import trust_verifier
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
 from core.memory.semantic import SemanticRecall
 from core.memory.tools import memory_tools
@@ -56,6 +57,7 @@ from core.tools.exec import ExecRunner, exec_tools
 from core.tools.fs import fs_tools
 from core.tools.policy import ToolPolicy
 from core.tools.registry import ToolRegistry
+from core.trust import TRUST_FILE, WorkspaceTrust
 from core.workspace import scaffold_workspace
 
 __all__ = ["CORE_CHANNELS", "CoreApp", "build_core"]
@@ -154,7 +156,9 @@ async def build_core(
         hooks_dir: the operator's own hook folder (``$FAMILIAR_HOME/hooks``), read beside
             the workspace's ``.github/hooks`` and ``.claude/settings*.json``.
         mcp: MCP servers whose tools the agent may use (servers from files merged in).
-        home: FAMILIAR_HOME, whose ``agents/`` holds the user's custom agents.
+        home: FAMILIAR_HOME, whose ``agents/`` holds the user's custom agents and whose
+            ``trust.json`` the workspace's hook and MCP files must match (without a
+            home, those files are ignored).
         agent_sources: where custom agents are read from, instead of the default places
             (`core.tasks.catalog.home_agent_sources`).
         wakeups: wake-ups shared with the other processes of this gateway (roles):
@@ -220,9 +224,15 @@ async def build_core(
         agent_name=agent.name,
         tokens=for_model(model),
     )
+    trust = WorkspaceTrust(record=home / TRUST_FILE if home else None, workspace=workspace)
     hooks = hooks or HooksConfig()
     hook_runner = (
-        Hooks(config=hooks, workspace=workspace, sources=default_sources(workspace, hooks_dir))
+        Hooks(
+            config=hooks,
+            workspace=workspace,
+            sources=default_sources(workspace, hooks_dir),
+            trust=trust,
+        )
         if hooks.enabled
         else None
     )
@@ -238,8 +248,12 @@ async def build_core(
         summary_max_chars=agent.context.summary_max_chars,
         owner=owner,
     )
+    mcp_cwd = home or workspace.parent
     mcp_manager = McpManager(
-        config=mcp or McpConfig(), registry=registry, cwd=home or workspace.parent
+        config=mcp or McpConfig(),
+        registry=registry,
+        cwd=mcp_cwd,
+        verify=trust_verifier(trust, cwd=mcp_cwd),
     )
     turn_services = TurnServices(
         store=store,

@@ -108,6 +108,10 @@ COMMANDS = {
         "gateway.commands.mcp:mcp_app",
         "MCP: list the servers whose tools the agent uses; serve familiar to other agents.",
     ),
+    "trust": LazyCommand(
+        "gateway.commands.trust:trust_app",
+        "Workspace hook and MCP files: which the gateway honours (list, allow, revoke).",
+    ),
     "tasks": LazyCommand(
         "gateway.commands.tasks:tasks_app", "Subagents started by the agent (list, show, cancel)."
     ),

@@ -2,6 +2,8 @@
 
 A file is all or nothing: one that cannot be read, is not JSON, or has a malformed
 entry is reported (file and reason) and contributes no hook; the other files load.
+A file in the workspace loads only when the operator trusts its content and the
+workspace files it runs (`core.trust`); an untrusted or changed one is listed apart.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from core.trust import TrustCheck, WorkspaceTrust, named_files, shell_words
+
 from .names import TOOL_ALIASES, Dialect, HookEvent, dialect_of, normalise_event
 
 __all__ = [
@@ -22,8 +26,10 @@ __all__ = [
     "HookSet",
     "HookSource",
     "Matcher",
+    "check_hook_file",
     "default_sources",
     "fingerprint",
+    "hook_files",
     "load_hooks",
 ]
 
@@ -126,6 +132,10 @@ class HookSet:
     """Files that loaded (with or without hooks)."""
     disabled_by: Path | None = None
     """A file with ``"disableAllHooks": true``: no hook runs."""
+    trusted: tuple[TrustCheck, ...] = ()
+    """Workspace files that loaded: what they and the files they run hashed to."""
+    untrusted: tuple[TrustCheck, ...] = ()
+    """Workspace files ignored: never trusted, or changed since."""
 
     def for_event(self, event: HookEvent) -> tuple[HookCommand, ...]:
         if self.disabled_by is not None:
@@ -141,6 +151,11 @@ class _Malformed(ValueError):
     """A hook file does not have the expected shape (the message says where)."""
 
 
+def hook_files(sources: Iterable[HookSource]) -> list[tuple[Path, SourceKind]]:
+    """Every hook file of ``sources`` present now, with its format (blocking)."""
+    return _files(sources)
+
+
 def _files(sources: Iterable[HookSource]) -> list[tuple[Path, SourceKind]]:
     found: list[tuple[Path, SourceKind]] = []
     for source in sources:
@@ -152,10 +167,13 @@ def _files(sources: Iterable[HookSource]) -> list[tuple[Path, SourceKind]]:
     return found
 
 
-def fingerprint(sources: Iterable[HookSource]) -> tuple[tuple[str, int, int], ...]:
-    """What changes when a hook file is added, removed or edited (blocking: stats files)."""
+def fingerprint(
+    sources: Iterable[HookSource], also: Iterable[Path] = ()
+) -> tuple[tuple[str, int, int], ...]:
+    """What changes when a hook file (or a file of ``also``) is added, removed or edited
+    (blocking: stats files)."""
     out: list[tuple[str, int, int]] = []
-    for path, _ in _files(sources):
+    for path in [*(p for p, _ in _files(sources)), *also]:
         try:
             st = path.stat()
         except OSError:
@@ -164,16 +182,50 @@ def fingerprint(sources: Iterable[HookSource]) -> tuple[tuple[str, int, int], ..
     return tuple(out)
 
 
-def load_hooks(sources: Sequence[HookSource]) -> HookSet:
-    """Read every hook file of ``sources`` (blocking: run it in a thread)."""
+def _read(path: Path, kind: SourceKind) -> tuple[list[HookCommand], bool, bytes]:
+    content = path.read_bytes()
+    return (*_parse_file(json.loads(content.decode("utf-8")), path, kind), content)
+
+
+def _named(commands: Iterable[HookCommand], workspace: Path) -> list[Path]:
+    """The workspace files the hooks of one file run (scripts, programs)."""
+    found: dict[Path, None] = {}
+    here = str(workspace)
+    for c in commands:
+        # Claude Code's hooks name their scripts by "$CLAUDE_PROJECT_DIR"/..., set to the workspace
+        argv = [
+            a.replace("${CLAUDE_PROJECT_DIR}", here).replace("$CLAUDE_PROJECT_DIR", here)
+            for a in c.argv
+        ]
+        cwd = workspace / c.cwd if c.cwd else workspace
+        found.update(dict.fromkeys(named_files(shell_words(argv), cwd=cwd, workspace=workspace)))
+    return list(found)
+
+
+def check_hook_file(path: Path, kind: SourceKind, trust: WorkspaceTrust) -> TrustCheck:
+    """A workspace hook file against the trust record (a malformed one names no file)."""
+    try:
+        commands, _, content = _read(path, kind)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, _Malformed):
+        return trust.check(path, [])
+    return trust.check(path, _named(commands, trust.workspace), content=content)
+
+
+def load_hooks(sources: Sequence[HookSource], *, trust: WorkspaceTrust) -> HookSet:
+    """Read every hook file of ``sources`` (blocking: run it in a thread).
+
+    Args:
+        trust: the record a file in ``trust.workspace`` must match to load.
+    """
     commands: dict[HookEvent, list[HookCommand]] = {}
     problems: list[HookFileProblem] = []
     loaded: list[Path] = []
+    trusted: list[TrustCheck] = []
+    untrusted: list[TrustCheck] = []
     disabled_by: Path | None = None
     for path, kind in _files(sources):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            parsed, disable = _parse_file(data, path, kind)
+            parsed, disable, content = _read(path, kind)
         except OSError as exc:
             problems.append(HookFileProblem(path, f"cannot read: {exc.strerror or exc}"))
             continue
@@ -186,6 +238,13 @@ def load_hooks(sources: Sequence[HookSource]) -> HookSet:
         except _Malformed as exc:
             problems.append(HookFileProblem(path, str(exc)))
             continue
+        if path.absolute().is_relative_to(trust.workspace):
+            check = trust.check(path, _named(parsed, trust.workspace), content=content)
+            if not check.trusted:
+                trust.note(check, what="hook")
+                untrusted.append(check)
+                continue
+            trusted.append(check)
         loaded.append(path)
         if disable and disabled_by is None:
             disabled_by = path
@@ -200,6 +259,8 @@ def load_hooks(sources: Sequence[HookSource]) -> HookSet:
         problems=tuple(problems),
         files=tuple(loaded),
         disabled_by=disabled_by,
+        trusted=tuple(trusted),
+        untrusted=tuple(untrusted),
     )
 
 

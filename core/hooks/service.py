@@ -15,6 +15,7 @@ from typing import Any
 from core.event_data import EventPayload, HookBlocked, HookError
 from core.tools.base import ToolContext
 from core.tools.sandbox import command_env
+from core.trust import WorkspaceTrust, digest
 
 from .config import HooksConfig
 from .dialects import Answer, Facts, from_claude_args, parse_answer, payload
@@ -98,6 +99,10 @@ class Hooks:
     Hooks of one event run concurrently, each in its own process group with its
     timeout, in the workspace, with the allow-listed environment of ``exec`` (no
     ``FAMILIAR_*`` variables, no provider keys) plus ``hooks.env_passthrough``.
+
+    A hook file in the workspace runs only while ``trust`` holds its content and that of
+    the workspace files it runs: the files are checked when they (or the record) change,
+    and the files a hook runs once more right before it runs.
     """
 
     def __init__(
@@ -106,14 +111,16 @@ class Hooks:
         config: HooksConfig,
         workspace: Path,
         sources: Sequence[HookSource],
+        trust: WorkspaceTrust,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self._workspace = workspace
         self._sources = tuple(sources)
+        self._trust = trust
         self._clock = clock
         self._set: HookSet | None = None
-        self._fingerprint: tuple[tuple[str, int, int], ...] = ()
+        self._fingerprint: tuple[object, ...] = ()
         self._checked = 0.0
         self._lock = asyncio.Lock()
         env = command_env(workspace, config.env_passthrough)
@@ -137,18 +144,36 @@ class Hooks:
             return self._set
 
     def _refresh(self) -> HookSet:
-        seen = fingerprint(self._sources)
+        seen = self._seen(self._set)
         if self._set is not None and seen == self._fingerprint:
             return self._set
-        self._fingerprint = seen
-        hooks = load_hooks(self._sources)
+        hooks = load_hooks(self._sources, trust=self._trust)
+        self._fingerprint = self._seen(hooks)
         log.info(
-            "hooks loaded count=%d files=%d problems=%d",
+            "hooks loaded count=%d files=%d problems=%d untrusted=%d",
             hooks.count,
             len(hooks.files),
             len(hooks.problems),
+            len(hooks.untrusted),
         )
         return hooks
+
+    def _seen(self, hooks: HookSet | None) -> tuple[object, ...]:
+        """The hook files, the files they run and the trust record, as stats."""
+        checks = () if hooks is None else (*hooks.trusted, *hooks.untrusted)
+        named = [Path(p) for check in checks for p in check.named]
+        return (fingerprint(self._sources, named), self._trust.stamp())
+
+    def _changed_since_load(self, hooks: Sequence[HookCommand], loaded: HookSet) -> set[Path]:
+        """Sources of ``hooks`` whose named workspace files no longer hash as trusted."""
+        sources = {h.source.absolute() for h in hooks}
+        stale: set[Path] = set()
+        for check in loaded.trusted:
+            if check.path in sources and any(
+                digest(Path(p)) != d for p, d in check.fingerprint.named
+            ):
+                stale.add(check.path)
+        return stale
 
     async def problems(self) -> tuple[HookFileProblem, ...]:
         """Hook files that did not load, and why."""
@@ -159,11 +184,18 @@ class Hooks:
     ) -> HookOutcome:
         """Run the hooks of ``event`` whose matcher accepts ``subject`` (a tool name, an
         agent type, a session start source; None: every hook of the event)."""
+        loaded = await self.current()
         hooks = [
-            h
-            for h in (await self.current()).for_event(event)
-            if subject is None or h.matcher.matches(subject)
+            h for h in loaded.for_event(event) if subject is None or h.matcher.matches(subject)
         ]
+        sources = {h.source.absolute() for h in hooks}
+        if any(c.named and c.path in sources for c in loaded.trusted):
+            stale = await asyncio.to_thread(self._changed_since_load, hooks, loaded)
+            if stale:
+                # A script changed between two reloads: not one more run; reload next time.
+                log.warning("hook files skipped, a file they run changed: %s", sorted(stale))
+                self._checked = float("-inf")
+                hooks = [h for h in hooks if h.source.absolute() not in stale]
         if not hooks:
             return NOTHING
         results = await asyncio.gather(*(self._run(h, facts) for h in hooks))

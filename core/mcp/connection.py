@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from core.errors import ToolFailed
+from core.errors import ConfigError, ToolFailed
 
 from .config import McpServerConfig
 from .state import ServerState
@@ -58,6 +58,7 @@ class McpConnection:
         backoff: seconds before the first restart; doubles up to ``max_backoff``.
         max_backoff: the longest wait between restarts.
         on_tools: called (in the owner task) each time the tool list is (re)loaded.
+        verify: why the server may not start now (None: it may); asked before each start.
     """
 
     def __init__(
@@ -70,6 +71,7 @@ class McpConnection:
         backoff: float = 0.5,
         max_backoff: float = 60.0,
         on_tools: Callable[[McpConnection], None] | None = None,
+        verify: Callable[[McpServerConfig], str | None] | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -78,6 +80,7 @@ class McpConnection:
         self._backoff = backoff
         self._max_backoff = max_backoff
         self._on_tools = on_tools
+        self._verify = verify
         self.state = ServerState.STOPPED
         self.error: str | None = None
         """Why the last connection failed or ended (None while it is fine)."""
@@ -207,6 +210,10 @@ class McpConnection:
     async def _session(self) -> None:
         self.state = ServerState.STARTING
         self._broken.clear()
+        if self._verify is not None:
+            refused = await asyncio.to_thread(self._verify, self.config)
+            if refused is not None:
+                raise ConfigError(refused, key="trust")
         async with AsyncExitStack() as stack:
             async with asyncio.timeout(self._connect_timeout):
                 client = await stack.enter_async_context(Client(self._transport(stack)))
@@ -288,4 +295,6 @@ def _describe(exc: BaseException) -> str:
         return "did not start in time"
     if isinstance(exc, MCPError):
         return redact_urls(exc.message)
+    if isinstance(exc, ConfigError):
+        return str(exc)
     return redact_urls(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 from core.errors import ConfigError
 from core.tools.registry import ToolRegistry
 
-from .config import McpConfig
+from .config import McpConfig, McpServerConfig
 from .state import ServerState
 
 if TYPE_CHECKING:
@@ -48,9 +49,18 @@ class McpManager:
         registry: where the servers' tools are registered (and unregistered).
         cwd: a stdio server's working directory unless it names one (``$FAMILIAR_HOME``
             in the gateway; never the workspace, which the agent writes).
+        verify: why a server may not start now, or None (asked before every start:
+            `core.mcp.trust.trust_verifier`); blocking, so it runs in a thread.
     """
 
-    def __init__(self, *, config: McpConfig, registry: ToolRegistry, cwd: Path) -> None:
+    def __init__(
+        self,
+        *,
+        config: McpConfig,
+        registry: ToolRegistry,
+        cwd: Path,
+        verify: Callable[[McpServerConfig], str | None] | None = None,
+    ) -> None:
         self.config = config
         self._registry = registry
         self.connections: dict[str, McpConnection] = {}
@@ -68,6 +78,7 @@ class McpManager:
                     backoff=config.restart_backoff,
                     max_backoff=config.max_restart_backoff,
                     on_tools=self._register,
+                    verify=verify,
                 )
                 for name, server in config.servers.items()
             }

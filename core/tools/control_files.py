@@ -4,15 +4,14 @@ Hook files (``.github/hooks/*.json``, ``.claude/settings*.json``) and MCP server
 definitions (``.mcp.json``, ``.github/mcp.json``, ``.vscode/mcp.json``) live in the
 workspace, the one place the agent can write. Whoever can write them can run any
 command on the host outside the ``exec`` sandbox, and the agent can be talked to by
-people in a Slack workspace or a webhook caller. So the file tools refuse them, the
-bubblewrap sandbox mounts them read-only, and a control file that an ``exec`` command
-created (one cannot mount over a file that does not exist yet) is removed when the
-command ends. The operator edits them on the host.
+people in a Slack workspace or a webhook caller. The boundary is workspace trust
+(`core.trust`): such a file counts only with the content the operator trusted. As
+defence in depth the file tools refuse them and the bubblewrap sandbox mounts the
+existing ones read-only. The operator edits them on the host.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from core.errors import ToolFailed
@@ -21,13 +20,9 @@ __all__ = [
     "CONTROL_DIRS",
     "CONTROL_FILES",
     "control_entry",
-    "missing_control_files",
     "refuse_control_write",
-    "remove_created_control_files",
     "sandbox_control_mounts",
 ]
-
-logger = logging.getLogger(__name__)
 
 CONTROL_DIRS = (".github/hooks", ".claude")
 """Directories, relative to the workspace, whose every file is a control file."""
@@ -73,8 +68,8 @@ def sandbox_control_mounts(workspace: Path) -> list[str]:
 
     Control directories are created (empty) when missing so that they can be mounted;
     the top-level directories holding them (``.github``, ``.claude``, ``.vscode``) and
-    ``.mcp.json`` are mounted read-only as a whole when they exist (a control file in a
-    missing one is removed after the command: :func:`remove_created_control_files`).
+    ``.mcp.json`` are mounted read-only as a whole when they exist (one a command
+    creates in a missing one is not trusted, so the gateway ignores it).
     Touches the filesystem: call it off the event loop.
     """
     root = workspace.resolve()
@@ -93,32 +88,7 @@ def sandbox_control_mounts(workspace: Path) -> list[str]:
     for top in dict.fromkeys(entry.split("/", 1)[0] for entry in (*CONTROL_DIRS, *CONTROL_FILES)):
         where = root / top
         # Not through a link (a command can plant ``.vscode -> /``: bwrap then fails every
-        # later command); a control file behind a link is removed when a command made it.
+        # later command); a control file behind a link is not trusted either.
         if where.exists() and not where.is_symlink():
             args += ["--ro-bind", str(where), str(where)]
     return args
-
-
-def missing_control_files(workspace: Path) -> list[Path]:
-    """The control files that do not exist now (before a command runs)."""
-    root = workspace.resolve()
-    return [root / entry for entry in CONTROL_FILES if not (root / entry).exists()]
-
-
-def remove_created_control_files(missing: list[Path]) -> list[str]:
-    """Remove the files of ``missing`` that a command created; their names."""
-    removed: list[str] = []
-    for where in missing:
-        if where.exists() or where.is_symlink():
-            try:
-                where.unlink()
-            except OSError as exc:
-                logger.error(
-                    "cannot remove control file %s an exec command created: %s", where, exc
-                )
-                raise ToolFailed(
-                    f"the command created {where.name}, which could not be removed"
-                ) from exc
-            logger.warning("removed control file %s created by an exec command", where)
-            removed.append(where.name)
-    return removed

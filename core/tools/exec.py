@@ -17,7 +17,6 @@ from core.errors import PolicyDenied, ToolFailed, ToolRetry
 
 from .base import Tool, ToolContext
 from .config import ExecConfig, ToolsConfig
-from .control_files import missing_control_files, remove_created_control_files
 from .danger import DangerMatcher
 from .decorator import tool
 from .origin import SessionRoots, is_local, root_of
@@ -209,17 +208,9 @@ class ExecRunner:
         `admit` refuses)."""
         sandbox = await self.admit(ctx)
         limit = self.limit(timeout)
-        missing = await asyncio.to_thread(missing_control_files, ctx.workspace)
-        try:
-            result = await _run(command, ctx, limit, self.config.max_output, sandbox)
-        finally:
-            removed = await asyncio.to_thread(remove_created_control_files, missing)
-        if removed:
-            result += (
-                f"\n[removed {', '.join(removed)}: commands may not create hook or MCP "
-                "server files; the operator edits them on the host]"
-            )
-        return result
+        # A hook or MCP file a command creates is not removed: the gateway ignores it
+        # until the operator trusts it (core.trust), however it got there.
+        return await _run(command, ctx, limit, self.config.max_output, sandbox)
 
 
 def _needs_approval(cfg: ExecConfig, danger: str | None) -> str | None:

@@ -21,6 +21,7 @@ from core.providers.config import ProviderConfig
 from core.tasks.agent_files import load_agent_files
 from core.tasks.catalog import home_agent_sources
 from core.tools.sandbox import choose_sandbox
+from core.trust import TRUST_FILE, WorkspaceTrust
 from gateway.commands.common import (
     EXIT_FAILED,
     HomeOption,
@@ -31,6 +32,7 @@ from gateway.commands.common import (
 )
 from gateway.commands.doctor_memory import memory_checks
 from gateway.commands.doctor_store import store_checks
+from gateway.commands.trust import trust_checks
 from gateway.commands.undelivered_view import undelivered_checks
 from gateway.config import CONFIG_FILE, FamiliarConfig, hooks_dir, load_config, workspace_dir
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
@@ -244,8 +246,10 @@ async def _check_hooks(home: Path, config: FamiliarConfig | None) -> list[_Check
         return [_Check(name, False, "skipped: the config is invalid")]
     if not config.hooks.enabled:
         return [_Check(name, True, "hooks are off (hooks.enabled = false)")]
-    sources = default_sources(workspace_dir(home, config), hooks_dir(home))
-    hooks = await asyncio.to_thread(load_hooks, sources)
+    workspace = workspace_dir(home, config)
+    sources = default_sources(workspace, hooks_dir(home))
+    trust = WorkspaceTrust(record=home / TRUST_FILE, workspace=workspace)
+    hooks = await asyncio.to_thread(lambda: load_hooks(sources, trust=trust))
     checks = [_Check(f"hook file {p.path}", False, p.reason) for p in hooks.problems]
     if hooks.disabled_by is not None:
         checks.append(
@@ -322,6 +326,7 @@ async def _doctor(home: Path) -> list[_Check]:
         checks = [_Check("config valid", False, str(exc)), *_channel_config_error(exc)]
     checks += [_check_home(home), _check_workspace(home, config), *_check_http(config)]
     checks += _check_mcp_files(home, config)
+    checks += [_Check(*check) for check in await asyncio.to_thread(trust_checks, home)]
     checks += await asyncio.to_thread(_check_agents, home, config)
     checks += [_Check(*check) for check in await store_checks(home, config)]
     checks += [_Check(*check) for check in await memory_checks(home, config)]

@@ -146,6 +146,10 @@ def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
             return {"serving": False, "pid": pid, "supervisor": pid, "processes": found[1]}
 
     result = run_control(where, ask())
+    # Here, not at the top: ``status --help`` and ``sessions`` need no config models.
+    from gateway.trust import trust_lines, trust_summary
+
+    result["trust"] = trust_summary(where)
     if as_json:
         print_json(result)
     elif result.get("serving") is False:
@@ -159,6 +163,9 @@ def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
         console.print(table)
     else:
         stdout_console().print(_status_table(result))
+    if not as_json:
+        for line in trust_lines(result["trust"]):
+            stdout_console().print(escape(line), style="yellow", soft_wrap=True)
     if result.get("serving") is False:
         raise typer.Exit(EXIT_FAILED)
 

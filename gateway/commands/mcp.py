@@ -13,6 +13,7 @@ from rich.table import Table
 
 from core.errors import ConfigError
 from core.mcp import McpConfig
+from core.trust import TRUST_FILE, WorkspaceTrust
 from gateway.commands.common import (
     HomeOption,
     JsonOption,
@@ -25,22 +26,35 @@ from gateway.commands.common import (
 from gateway.commands.output import add_row
 from gateway.config import FamiliarConfig, load_config, workspace_dir
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
-from gateway.mcp import resolve_mcp
+from gateway.mcp import McpSources, read_mcp
+from gateway.trust import allow_command
 
 __all__ = ["mcp_app"]
 
 mcp_app = command_group()
 
 
-def _config(home: Path) -> tuple[FamiliarConfig, McpConfig, list[str]]:
+def _config(home: Path) -> tuple[FamiliarConfig, McpSources]:
     try:
         config = load_config(home)
     except ConfigError as exc:
         raise fail(str(exc)) from None
-    mcp, problems = resolve_mcp(
-        config.mcp, home=home, workspace=workspace_dir(home, config), env=os.environ
-    )
-    return config, mcp, problems
+    found = read_mcp(config.mcp, home=home, workspace=workspace_dir(home, config), env=os.environ)
+    return config, found
+
+
+def _untrusted(found: McpSources, home: Path) -> list[dict[str, Any]]:
+    """The servers of ignored workspace files: listed, never started."""
+    return [
+        {
+            "name": name,
+            "source": str(f.check.path),
+            "state": f.check.state.value,
+            "allow": allow_command(home, f.check.path),
+        }
+        for f in found.untrusted
+        for name in f.servers or ("-",)
+    ]
 
 
 async def _from_daemon(home: Path) -> list[dict[str, Any]] | None:
@@ -53,12 +67,16 @@ async def _from_daemon(home: Path) -> list[dict[str, Any]] | None:
     return [s for s in servers if isinstance(s, dict)] if isinstance(servers, list) else None
 
 
-async def _probe(mcp: McpConfig, home: Path) -> list[dict[str, Any]]:
+async def _probe(mcp: McpConfig, home: Path, workspace: Path) -> list[dict[str, Any]]:
     # Imported here, not at the top: the MCP SDK adds most of a second to every command.
     from core.mcp.manager import McpManager
+    from core.mcp.trust import trust_verifier
     from core.tools.registry import ToolRegistry
 
-    manager = McpManager(config=mcp, registry=ToolRegistry(), cwd=home)
+    trust = WorkspaceTrust(record=home / TRUST_FILE, workspace=workspace)
+    manager = McpManager(
+        config=mcp, registry=ToolRegistry(), cwd=home, verify=trust_verifier(trust, cwd=home)
+    )
     manager.start(every=True)
     try:
         await manager.wait_settled(mcp.connect_timeout)
@@ -72,21 +90,33 @@ def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
     """Every MCP server: where it is defined, its state and its tools.
 
     The running gateway's view when one answers; otherwise each enabled server is
-    started here once to list its tools.
+    started here once to list its tools. A server from a workspace file that is not
+    trusted ("familiar trust") is listed as untrusted and never started.
     """
     home_dir = resolve_home(home)
-    _, mcp, problems = _config(home_dir)
+    config, found = _config(home_dir)
+    problems = found.problems
+    untrusted = _untrusted(found, home_dir)
     servers = asyncio.run(_from_daemon(home_dir))
     where = "gateway"
     if servers is None:
         where = "probed here (no gateway running)"
-        servers = asyncio.run(_probe(mcp, home_dir))
+        workspace = workspace_dir(home_dir, config)
+        servers = asyncio.run(_probe(found.config, home_dir, workspace))
     if as_json:
-        print_json({"servers": servers, "from": where, "problems": problems})
+        print_json(
+            {"servers": servers, "from": where, "problems": problems, "untrusted": untrusted}
+        )
         return
     for problem in problems:
         typer.echo(f"warning: {problem}", err=True)
-    if not servers:
+    for u in untrusted:
+        typer.echo(
+            f"untrusted: server {u['name']} of {u['source']} ({u['state']}) is not started; "
+            f"trust it with: {u['allow']}",
+            err=True,
+        )
+    if not servers and not untrusted:
         typer.echo("No MCP servers configured ([mcp.servers.<name>] or an mcp.json file).")
         return
     table = Table("server", "transport", "state", "defined in", "tools", title=f"MCP ({where})")
@@ -102,6 +132,8 @@ def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
             s.get("source"),
             ", ".join(s.get("tools") or []) or "-",
         )
+    for u in untrusted:
+        table.add_row(escape(u["name"]), "-", f"[yellow]{u['state']}[/]", escape(u["source"]), "-")
     stdout_console().print(table)
 
 
@@ -128,7 +160,7 @@ def serve(
     from gateway.mcp.server import build_mcp_server
 
     home_dir = resolve_home(home)
-    config, _, _ = _config(home_dir)
+    config, _ = _config(home_dir)
     serve_config = config.mcp.server
     updates = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
     serve_config = serve_config.model_copy(update=updates)

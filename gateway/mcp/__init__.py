@@ -6,6 +6,6 @@ their modules where they are used.
 
 from __future__ import annotations
 
-from .sources import import_paths, resolve_mcp
+from .sources import McpSources, UntrustedMcpFile, import_paths, read_mcp, resolve_mcp
 
-__all__ = ["import_paths", "resolve_mcp"]
+__all__ = ["McpSources", "UntrustedMcpFile", "import_paths", "read_mcp", "resolve_mcp"]

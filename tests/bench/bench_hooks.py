@@ -32,7 +32,9 @@ from core.providers.scripted import FunctionProvider
 from core.tools.base import ToolContext
 from core.tools.decorator import tool
 from core.tools.registry import ToolRegistry
+from core.trust import WorkspaceTrust
 from tests.integration.harness import inbound, running_core
+from tests.trusting import trust_workspace
 
 
 @tool
@@ -82,7 +84,12 @@ async def bench_calls(calls: int) -> None:
             turn = TurnHooks(hooks=hooks, message=message, ctx=ctx, record=record, publisher=None)  # type: ignore[arg-type]
             return turn.tools(registry)
 
-        on = Hooks(config=HooksConfig(), workspace=ws, sources=default_sources(ws, None))
+        on = Hooks(
+            config=HooksConfig(),
+            workspace=ws,
+            sources=default_sources(ws, None),
+            trust=WorkspaceTrust(record=None, workspace=ws),
+        )
         base: float | None = None
         made = 0
         for name, hooks in (
@@ -92,7 +99,12 @@ async def bench_calls(calls: int) -> None:
         ):
             if name == "one no-op preToolUse":
                 _write_hook(ws, log)
-                on = Hooks(config=HooksConfig(), workspace=ws, sources=default_sources(ws, None))
+                on = Hooks(
+                    config=HooksConfig(),
+                    workspace=ws,
+                    sources=default_sources(ws, None),
+                    trust=trust_workspace(Path(tmp), ws),
+                )
                 hooks = on
             run = executor(hooks)
             took: list[float] = []
@@ -127,12 +139,14 @@ async def bench_turns(turns: int) -> None:
             on = name != "hooks off"
             if on:
                 _write_hook(ws, log)
+                trust_workspace(Path(tmp), ws)
             async with running_core(
                 store_url=f"sqlite+aiosqlite:///{Path(tmp) / 'familiar.db'}",
                 workspace=ws,
                 provider=FunctionProvider(_one_tool),
                 extra_tools=[noop],
                 hooks=HooksConfig(enabled=on),
+                home=Path(tmp),
             ) as (app, replies):
                 took: list[float] = []
                 for i in range(turns):

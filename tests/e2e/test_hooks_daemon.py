@@ -16,6 +16,7 @@ import pytest
 
 from tests.e2e.test_daemon_process import BASE, Daemon, daemon, fake_openai, write_config
 from tests.integration.hook_rig import HOOK_SCRIPT
+from tests.trusting import trust_workspace
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +59,7 @@ async def test_the_daemon_runs_hooks_from_home_and_workspace(home: Path) -> None
     )
     (home / "workspace" / ".github" / "hooks").mkdir(parents=True)
     (home / "workspace" / ".github" / "hooks" / "broken.json").write_text("{")
+    trust_workspace(home, home / "workspace")
     async with fake_openai() as base_url:
         write_config(home, base_url)
         async with daemon(home, OPENAI_API_KEY="sk-from-the-daemon-env") as d:

@@ -19,6 +19,7 @@ from core.providers.openai import OpenAIProvider
 from core.tools.config import ExecConfig, ToolsConfig
 from tests.fakes.fake_openai import FakeOpenAI
 from tests.integration.harness import Replies, inbound, running_core
+from tests.trusting import trust_workspace
 
 HOOK_SCRIPT = r"""
 import json, os, sys
@@ -120,12 +121,14 @@ class HookRig:
         path = self.workspace / ".github" / "hooks" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"version": 1, "hooks": hooks}))
+        trust_workspace(self.tmp, self.workspace)  # as the operator would: familiar trust allow
         return path
 
     def write_claude(self, hooks: dict[str, list[dict[str, Any]]]) -> Path:
         path = self.workspace / ".claude" / "settings.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"hooks": hooks}))
+        trust_workspace(self.tmp, self.workspace)
         return path
 
     async def send(self, text: str, session: str = "cli:t") -> OutboundMessage:
@@ -152,6 +155,7 @@ async def hook_rig(tmp_path: Path, *, hooks: HooksConfig | None = None) -> Async
                 tools=ToolsConfig(exec=ExecConfig(sandbox="none")),
                 hooks=hooks or HooksConfig(reload_interval=0),
                 hooks_dir=tmp_path / "home-hooks",
+                home=tmp_path,  # its trust.json: what write_copilot / write_claude trust
             ) as (app, replies):
                 yield HookRig(app, replies, fake, workspace, tmp_path)
         finally:

@@ -11,6 +11,7 @@ import pytest
 from core.event_data import EventType, HookBlocked, HookError
 from core.hooks import Hooks, HooksConfig, default_sources
 from core.tools.base import ToolContext
+from core.trust import TRUST_FILE, WorkspaceTrust
 from tests.integration.hook_rig import HOOK_SCRIPT, HookRig, hook_rig, tool_results
 from tests.waiting import eventually
 
@@ -440,7 +441,10 @@ async def test_subagent_hooks_through_their_api(tmp_path: Path, fmt: str) -> Non
             }
         )
     hooks = Hooks(
-        config=HooksConfig(), workspace=workspace, sources=default_sources(workspace, None)
+        config=HooksConfig(),
+        workspace=workspace,
+        sources=default_sources(workspace, None),
+        trust=WorkspaceTrust(record=tmp_path / TRUST_FILE, workspace=workspace),
     )
     parent = ToolContext(workspace=workspace, session_key="cli:t", channel="test", message_id="m1")
     started = await hooks.subagent_start(

@@ -27,6 +27,7 @@ from gateway.mcp import resolve_mcp
 from tests.fakes.fake_openai import FakeOpenAI, ToolCalls
 from tests.fakes.mcp_procs import ROOT, http_server, stdio_server
 from tests.integration.harness import inbound, running_core
+from tests.trusting import trust_workspace
 from tests.waiting import eventually
 
 
@@ -227,6 +228,7 @@ def write_mcp_json(workspace: Path) -> None:
 async def test_a_server_from_mcp_json_with_var_expansion_loads(tmp_path: Path) -> None:
     write_mcp_json(tmp_path / "ws")
     env = {"PYTHON": sys.executable, "FAKE_ROOT": str(ROOT), "MY_TOKEN": "tok-123"}
+    trust_workspace(tmp_path, tmp_path / "ws", env=env)
     mcp, problems = resolve_mcp(McpConfig(), home=tmp_path, workspace=tmp_path / "ws", env=env)
     assert problems == []
     async with manager(tmp_path, **mcp.servers) as (mgr, registry):
@@ -247,6 +249,10 @@ def test_mcp_list_without_a_gateway_probes_the_servers(
     )
     for name, value in (("PYTHON", sys.executable), ("FAKE_ROOT", str(ROOT)), ("MY_TOKEN", "x")):
         monkeypatch.setenv(name, value)
+    trusted = CliRunner().invoke(
+        app, ["trust", "allow", str(tmp_path / "workspace" / ".mcp.json"), "--home", str(tmp_path)]
+    )
+    assert trusted.exit_code == 0, trusted.output
     result = CliRunner().invoke(app, ["mcp", "list", "--json", "--home", str(tmp_path)])
     assert result.exit_code == 0, result.output
     listed = json.loads(result.stdout)

@@ -15,6 +15,7 @@ from tests.fakes.fake_openai import ScriptItem
 from tests.integration.harness import inbound
 from tests.integration.hook_rig import HOOK_SCRIPT
 from tests.integration.subagent_rig import last_text, only_task, rig, spawn_call
+from tests.trusting import trust_workspace
 from tests.waiting import eventually
 
 PARENT = "cli:boss"
@@ -48,6 +49,7 @@ def _write_hooks(tmp: Path, workspace: Path, fmt: str) -> None:
         }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
+    trust_workspace(tmp, workspace)  # the rig's home is ``tmp``
 
 
 @pytest.mark.parametrize("fmt", ["copilot", "claude"])
@@ -64,7 +66,9 @@ async def test_subagent_start_context_reaches_the_child_and_stop_sees_its_answer
             return f"parent got: {result}"
         return [spawn_call("say hi")]
 
-    async with rig(tmp_path, store_url, respond, hooks=HooksConfig(reload_interval=0)) as (
+    async with rig(
+        tmp_path, store_url, respond, hooks=HooksConfig(reload_interval=0), home=tmp_path
+    ) as (
         app,
         replies,
         fake,

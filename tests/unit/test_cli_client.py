@@ -461,6 +461,7 @@ def test_doctor_reports_malformed_hook_files(daemon: ControlStack, home: Path) -
     assert f"✗ hook file {home / 'hooks' / 'mine.json'}: not JSON" in out
     (hooks / "broken.json").unlink()
     (home / "hooks" / "mine.json").unlink()
+    assert cli("trust", "allow", str(hooks / "fine.json"), "--home", str(home)).exit_code == 0
     result = cli("doctor", "--home", str(home))
     assert result.exit_code == 0, result.stdout
     assert "✓ hook files: 1 hooks from 1 files" in result.stdout

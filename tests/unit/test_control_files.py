@@ -13,7 +13,7 @@ import pytest
 
 from core.providers.base import ToolCall
 from core.tools import ToolContext, ToolRegistry, ToolResult, ToolsConfig, exec_tools
-from core.tools.control_files import CONTROL_DIRS, CONTROL_FILES
+from core.tools.control_files import CONTROL_DIRS
 from core.tools.fs import fs_tools
 from tests.unit.test_exec_sandbox import require_bwrap
 
@@ -99,22 +99,11 @@ async def test_bwrap_command_cannot_write_control_files(ctx: ToolContext) -> Non
     assert not (ctx.workspace / "gone").exists(), result.content
 
 
-async def test_control_files_a_command_creates_are_removed(ctx: ToolContext) -> None:
-    reg = ToolRegistry(tools=exec_tools(ToolsConfig.model_validate({"exec": {"sandbox": "none"}})))
-    created = " && ".join(
-        f"mkdir -p $(dirname {path}) && echo '{{}}' > {path}" for path in CONTROL_FILES
-    )
-    result = await call(reg, ctx, "exec", command=created + " && echo done")
-    assert "done" in result.content
-    assert "commands may not create hook or MCP server files" in result.content
-    assert [p for p in CONTROL_FILES if (ctx.workspace / p).exists()] == []
-
-
-async def test_existing_control_files_are_not_removed(ctx: ToolContext) -> None:
+async def test_exec_reads_existing_control_files(ctx: ToolContext) -> None:
     (ctx.workspace / ".mcp.json").write_text('{"mcpServers": {}}')
     reg = ToolRegistry(tools=exec_tools(ToolsConfig.model_validate({"exec": {"sandbox": "none"}})))
     result = await call(reg, ctx, "exec", command="cat .mcp.json")
-    assert "mcpServers" in result.content and "removed" not in result.content
+    assert "mcpServers" in result.content
     assert (ctx.workspace / ".mcp.json").exists()
 
 
@@ -165,6 +154,7 @@ async def test_a_link_planted_at_a_control_directory_does_not_break_exec(
     assert "planted" in planted.content, planted.content
     result = await call(reg, ctx, "exec", command="echo still-works > x/out; cat x/out")
     assert not result.is_error and "still-works" in result.content, result.content
+    # A control file behind a link is not removed: like any file a command made, it is
+    # not trusted, so the gateway ignores it (tests/integration/test_workspace_trust.py).
     made = await call(reg, ctx, "exec", command="rm .vscode; ln -s x .vscode; echo {} > x/mcp.json")
-    assert "removed mcp.json" in made.content, made.content
-    assert not (ctx.workspace / "x" / "mcp.json").exists()
+    assert not made.is_error and (ctx.workspace / ".vscode" / "mcp.json").exists(), made.content

@@ -14,6 +14,7 @@ from core.hooks.dialects import parse_answer
 from core.hooks.names import normalise_event
 from gateway.config import load_config
 from gateway.plugins import ChannelPlugins
+from tests.trusting import trust_workspace
 
 
 def _write(path: Path, doc: Any) -> Path:
@@ -23,7 +24,9 @@ def _write(path: Path, doc: Any) -> Path:
 
 
 def _load(workspace: Path, user: Path | None = None) -> Any:
-    return load_hooks(default_sources(workspace, user))
+    """Load the hooks as the gateway does, the workspace's files trusted as they are now."""
+    trust = trust_workspace(workspace.parent, workspace)
+    return load_hooks(default_sources(workspace, user), trust=trust)
 
 
 def test_both_formats_load_and_run_in_declared_order(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from core.hooks.process import run_hook_process
 from core.tools.sandbox import command_env
+from core.trust import WorkspaceTrust
 from tests.waiting import eventually
 
 
@@ -112,7 +113,10 @@ async def test_a_hook_s_home_is_not_the_agent_writable_workspace(
     doc = {"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": command}]}}
     (hooks_dir / "audit.json").write_text(json.dumps(doc))
     hooks = Hooks(
-        config=HooksConfig(), workspace=workspace, sources=[HookSource(hooks_dir, "copilot")]
+        config=HooksConfig(),
+        workspace=workspace,
+        sources=[HookSource(hooks_dir, "copilot")],
+        trust=WorkspaceTrust(record=None, workspace=workspace),  # hooks_dir is outside it
     )
     facts = Facts(session_key="slack:T1:C1", cwd=str(workspace), tool_name="exec")
     outcome = await hooks.fire(HookEvent.PRE_TOOL_USE, facts, subject="exec")

@@ -15,6 +15,7 @@ from gateway.commands.doctor import _check_mcp_files
 from gateway.config import load_config
 from gateway.masking import MASK, masked
 from gateway.mcp import resolve_mcp
+from tests.trusting import trust_workspace
 
 ENV = {"HOME_DIR": "/home/me", "TOKEN": "t0k", "EMPTY": ""}
 
@@ -109,6 +110,7 @@ def test_resolve_precedence_and_familiar_secrets_never_expand(tmp_path: Path) ->
     (home / "mcp.json").write_text("{broken", encoding="utf-8")
     config = McpConfig(servers={"b": McpServerConfig(command="toml")})
     env = {"FAMILIAR_PROVIDER__API_KEY": "sk-secret"}
+    trust_workspace(home, ws, env=env)
     resolved, problems = resolve_mcp(config, home=home, workspace=ws, env=env)
     commands = {name: s.command for name, s in resolved.servers.items()}
     assert commands == {"a": "from-mcp-json", "b": "toml", "c": "x"}
@@ -144,6 +146,7 @@ def test_doctor_names_the_servers_and_the_files_it_could_not_use(tmp_path: Path)
     (tmp_path / "workspace").mkdir()
     (tmp_path / "workspace" / ".mcp.json").write_text('{"mcpServers": {"a": {"command": "x"}}}')
     (tmp_path / "mcp.json").write_text("{oops")
+    trust_workspace(tmp_path, tmp_path / "workspace")
     checks = _check_mcp_files(tmp_path, load_config(tmp_path))
     failed = [c for c in checks if not c.ok]
     assert len(failed) == 1 and str(tmp_path / "mcp.json") in failed[0].reason
