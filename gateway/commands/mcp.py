@@ -23,7 +23,7 @@ from gateway.commands.common import (
     resolve_home,
     stdout_console,
 )
-from gateway.commands.output import add_row
+from gateway.commands.output import add_row, styled
 from gateway.config import FamiliarConfig, load_config, workspace_dir
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.mcp import McpSources, read_mcp
@@ -133,7 +133,7 @@ def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
             ", ".join(s.get("tools") or []) or "-",
         )
     for u in untrusted:
-        table.add_row(escape(u["name"]), "-", f"[yellow]{u['state']}[/]", escape(u["source"]), "-")
+        add_row(table, u["name"], "-", styled((u["state"], "yellow")), u["source"], "-")
     stdout_console().print(table)
 
 
