@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from core.tools import DEFAULT_DANGER_PATTERNS, DangerMatcher, normalise_command
@@ -122,8 +120,8 @@ def test_reasons_name_the_danger() -> None:
     assert custom.reason("curl x") == "matches danger pattern '\\\\bcurl\\\\b'"
 
 
-def test_long_commands_match_quickly() -> None:
-    started = time.perf_counter()
-    for command in ("rm " + "-x " * 3000 + "y", "sudo " * 2000 + "ls", "x | " * 2000):
-        MATCHER.reason(command)
-    assert time.perf_counter() - started < 1.0
+def test_long_commands_are_read_whole() -> None:
+    # How fast they are read is measured in tests/bench/bench_danger.py, not asserted here.
+    assert MATCHER.reason("rm " + "-x " * 3000 + "y") is None
+    assert MATCHER.reason("sudo " * 2000 + "ls") is not None
+    assert MATCHER.reason("x | " * 2000 + "rm -rf /") is not None
