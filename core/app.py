@@ -27,6 +27,7 @@ from core.hooks.subagents import SubagentHooks
 from core.mcp import McpConfig
 from core.mcp.manager import McpManager
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
+from core.memory.guard import MemoryFilesGuard
 from core.memory.semantic import SemanticRecall
 from core.memory.tools import memory_tools
 from core.messages import utcnow
@@ -168,7 +169,13 @@ async def build_core(
         clock=schedule_clock,
     )
     register_schedule_commands(commands, schedules)
-    runner = ExecRunner(tools.exec)
+    memory = memory or MemoryConfig()
+    semantic = (
+        SemanticRecall(store=store, config=memory.embeddings) if memory.embeddings.enabled else None
+    )
+    memory_service = MemoryService(store=store, config=memory, semantic=semantic)
+    memory_guard = MemoryFilesGuard(memory=memory_service, workspace=workspace)
+    runner = ExecRunner(tools.exec, guards=[memory_guard])
     approvals = ApprovalService(
         store=store,
         bus=bus,
@@ -177,11 +184,6 @@ async def build_core(
         timeout=tools.exec.approval_timeout,
     )
     register_approval_commands(commands, approvals)
-    memory = memory or MemoryConfig()
-    semantic = (
-        SemanticRecall(store=store, config=memory.embeddings) if memory.embeddings.enabled else None
-    )
-    memory_service = MemoryService(store=store, config=memory, semantic=semantic)
     task_registry = TaskRegistry(
         store=store,
         bus=bus,
@@ -195,7 +197,7 @@ async def build_core(
     register_task_commands(commands, task_registry)
     registry = ToolRegistry(
         tools=[
-            *fs_tools(tools),
+            *fs_tools(tools, guards=[memory_guard]),
             *exec_tools(tools, runner=runner, approvals=approvals),
             task_complete,
             manage_schedule,

@@ -21,9 +21,10 @@ def session_name(key: str) -> str:
     return key.split(":", 2)[-1]
 
 
-def to_inbound(hook: str, sent: WebhookRequest) -> InboundMessage:
-    """The bus message for a request to ``hook``; the callback URL rides in its delivery."""
-    route = {"callback_url": sent.callback_url} if sent.callback_url else {}
+def to_inbound(hook: str, sent: WebhookRequest, callback: str | None = None) -> InboundMessage:
+    """The bus message for a request to ``hook``; ``callback`` (the checked, normalised
+    callback URL) rides in its delivery."""
+    route = {"callback_url": callback} if callback else {}
     return InboundMessage(
         session_key=session_key(hook, sent.session),
         text=sent.text,

@@ -10,7 +10,9 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from core.errors import PolicyDenied, ToolFailed, ToolRetry
@@ -20,7 +22,8 @@ from .config import ExecConfig, ToolsConfig
 from .control_files import missing_control_files, remove_created_control_files
 from .danger import DangerMatcher
 from .decorator import tool
-from .sandbox import Sandbox, SandboxChoice, SandboxSelector
+from .sandbox import BwrapSandbox, Sandbox, SandboxChoice, SandboxSelector
+from .write_guard import WriteGuard, readonly_binds
 
 __all__ = ["ApprovalGate", "ExecRunner", "exec_tools"]
 
@@ -115,12 +118,19 @@ async def _spawn(
 
 
 async def _run(
-    command: str, ctx: ToolContext, limit: float, max_output: int, sandbox: Sandbox
+    command: str,
+    ctx: ToolContext,
+    limit: float,
+    max_output: int,
+    sandbox: Sandbox,
+    readonly: Sequence[Path] = (),
 ) -> str:
     # A pipe we own rather than PIPE: on Python 3.11 Process.wait() also waits for the
     # pipes to close, which a background child (even one outside the group) can delay
     # forever. Here wait() returns when the shell exits and we close the pipe ourselves.
     protect = await asyncio.to_thread(sandbox.protect, ctx.workspace)
+    if readonly and isinstance(sandbox, BwrapSandbox):
+        protect += await asyncio.to_thread(readonly_binds, readonly)
     read_fd, write_fd = os.pipe()
     try:
         proc = await _spawn(command, ctx, write_fd, sandbox, protect)
@@ -159,11 +169,14 @@ class ExecRunner:
 
     Args:
         config: the ``[tools.exec]`` section.
+        guards: parts of the workspace some sessions may not write: read-only for
+            their commands in the bubblewrap sandbox.
     """
 
-    def __init__(self, config: ExecConfig) -> None:
+    def __init__(self, config: ExecConfig, *, guards: Sequence[WriteGuard] = ()) -> None:
         self.config = config
         self._sandboxes = SandboxSelector(config)
+        self._guards = tuple(guards)
 
     def limit(self, timeout: float | None) -> float:
         """The timeout to use: the call's, else the default (ToolRetry when out of range)."""
@@ -182,8 +195,9 @@ class ExecRunner:
         sandbox = await self._sandboxes.get()
         limit = self.limit(timeout)
         missing = await asyncio.to_thread(missing_control_files, ctx.workspace)
+        readonly = [d for guard in self._guards for d in guard.readonly_dirs(ctx)]
         try:
-            result = await _run(command, ctx, limit, self.config.max_output, sandbox)
+            result = await _run(command, ctx, limit, self.config.max_output, sandbox, readonly)
         finally:
             removed = await asyncio.to_thread(remove_created_control_files, missing)
         if removed:
