@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from core.memory import MemoryConfig
-from core.memory.service import GLOBAL, Caller
+from core.memory.service import GLOBAL, Caller, MemoryService
 from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.tools.config import ExecConfig, ToolsConfig
 from tests.fakes.fake_openai import ScriptItem
@@ -165,7 +165,9 @@ async def test_forget_of_global_follows_the_rule_of_remember_global(
 ) -> None:
     locked = MemoryConfig(allow_global_writes=False)
     async with rig(tmp_path, store_url, _respond, memory=locked) as (app, _replies, _fake):
-        entry = await app.memory.remember(Caller(CLI), "the operator's rule", scope="global")
+        # Remembered while global writes were allowed (the same store, another config).
+        earlier = MemoryService(store=app.store, config=MemoryConfig())
+        entry = await earlier.remember(Caller(CLI), "the operator's rule", scope="global")
         forget = _calls(("forget", {"id": entry.id}))
         (by_webhook,) = _results(await _ask(app, WEBHOOK, forget))
         (by_child,) = _child_results(await _ask(app, CLI, "spawn:" + forget))
