@@ -115,10 +115,10 @@ class WebhookChannel:
             async with post as resp:
                 status = resp.status
         except (aiohttp.ClientError, TimeoutError) as exc:
-            self._stats.callback(hook_name, "failed")
+            self._stats.callback("failed")
             raise CallbackFailed(f"callback not reached: {type(exc).__name__}: {exc}") from exc
         if not 200 <= status < 300:
-            self._stats.callback(hook_name, "failed")
+            self._stats.callback("failed")
             raise CallbackFailed(f"callback answered HTTP {status}", status=status)
-        self._stats.callback(hook_name, "delivered")
+        self._stats.callback("delivered")
         log.info("callback delivered hook=%s status=%d", hook_name, status)

@@ -171,10 +171,12 @@ class WebhookApi:
             raise _Refused(400, f"text: longer than {hook.max_text} characters")
         callback = _callback(sent.callback_url, hook)
         # A signature is good for MAX_SKEW either side of its timestamp: within that
-        # window the same request, sent again by anyone who saw it, would run again.
+        # window the same request, sent again by anyone who saw it, would run again. Not
+        # scoped to the hook: the signature does not cover the path, so hooks sharing a
+        # secret would otherwise each accept it once.
         once = None
         if signed.signature is not None:
-            once = OnceKey(f"{name}:{signed.signature}", REPLAY_WINDOW)
+            once = OnceKey(f"sha256={signed.signature}", REPLAY_WINDOW)
         published = await bus.publish_inbound(to_inbound(name, sent, callback), once=once)
         if published.replayed:
             raise _Refused(
@@ -188,17 +190,17 @@ class WebhookApi:
             session = session_name(first.session) if first is not None else session
             log.info("webhook retry of message_id=%s hook=%s", message_id, name)
         if not sent.wait:
-            return self._answer(name, 202, Accepted(message_id=message_id, session=session))
+            return self._answer(202, Accepted(message_id=message_id, session=session))
         reply = await bus.wait_reply(message_id, hook.wait_timeout)
         if reply is None:
             timeout = TimeoutBody(
                 error=f"no reply within {hook.wait_timeout:g} s; poll for it", message_id=message_id
             )
-            return self._answer(name, 504, timeout)
+            return self._answer(504, timeout)
         body_out = ReplyBody(
             message_id=message_id, session=session, reply=reply.text, status=reply_status(reply)
         )
-        return self._answer(name, 200, body_out)
+        return self._answer(200, body_out)
 
     async def _status(self, request: web.Request, name: str) -> web.Response:
         hook, bus = self._hook(name, request, "GET")
@@ -207,17 +209,17 @@ class WebhookApi:
         found = await bus.message_status(message_id) if len(message_id) <= _MAX_ID else None
         if found is None or not found.session.startswith(f"webhook:{name}:"):
             raise _Refused(404, "unknown message")
-        return self._answer(name, 200, _status_body(found))
+        return self._answer(200, _status_body(found))
 
     # -- answers -------------------------------------------------------------------------
 
-    def _answer(self, hook: str, status: int, body: BaseModel) -> web.Response:
-        self._stats.request(hook, status)
+    def _answer(self, status: int, body: BaseModel) -> web.Response:
+        self._stats.request(status)
         return _json(status, body)
 
     def _refused(self, name: str, refused: _Refused) -> web.Response:
         hook = name if name in self._hooks else "-"
-        self._stats.request(hook, refused.status)
+        self._stats.request(refused.status)
         log.info("webhook refused hook=%s status=%d: %s", hook, refused.status, refused.error)
         return _json(refused.status, {"error": refused.error}, refused.headers)
 
