@@ -70,24 +70,24 @@ class ToolPolicy:
             lineage: a subagent's chain (root channel, ancestors' agent types).
         """
         cfg = self._config
-        scoped: list[tuple[PolicyRule | None, str]] = [
-            (cfg, "global"),
-            (cfg.per_channel.get(channel), f"channel {channel!r}"),
-            (cfg.per_agent.get(agent_type), f"agent {agent_type!r}"),
+        scoped: list[tuple[PolicyRule | None, str, str]] = [
+            (cfg, "global", ""),
+            (cfg.per_channel.get(channel), f"channel {channel!r}", ""),
+            (cfg.per_agent.get(agent_type), f"agent {agent_type!r}", ""),
         ]
         if lineage is not None:
             root = lineage.root_channel
             if root != channel:
-                where = f"channel {root!r} (of {lineage.root_key}, which started this subagent)"
-                scoped.append((cfg.per_channel.get(root), where))
+                note = f" (of {lineage.root_key}, which started this subagent)"
+                scoped.append((cfg.per_channel.get(root), f"channel {root!r}", note))
             for above in dict.fromkeys(a.agent_type for a in lineage.ancestors):
                 if above != agent_type:
-                    where = f"agent {above!r} (an agent above this subagent)"
-                    scoped.append((cfg.per_agent.get(above), where))
-        for rule, scope in scoped:
+                    note = " (an agent above this subagent)"
+                    scoped.append((cfg.per_agent.get(above), f"agent {above!r}", note))
+        for rule, scope, note in scoped:
             reason = None if rule is None else _rule_denial(name, rule, scope)
             if reason is not None:
-                return reason
+                return reason + note
         if depth > 0 and _matches(name, cfg.subagent_deny):
             return "not available to subagents"
         for pattern, max_depth in cfg.max_depth_tools.items():
