@@ -11,6 +11,7 @@ from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.tools.config import ExecConfig, PolicyRule, ToolPolicyConfig, ToolsConfig
 from tests.fakes.fake_openai import FakeOpenAI, ScriptItem
 from tests.integration.subagent_rig import last_text, last_user, rig, tool_results
+from tests.integration.webhook_harness import running_webhook, write_webhook_config
 
 ROOT = "webhook:ci:nightly"
 MARKER = "pwned.txt"
@@ -201,3 +202,33 @@ async def test_the_lineage_is_read_again_after_a_restart(store_url: str, tmp_pat
     assert (lineage.root_key, lineage.root_channel) == (ROOT, "webhook")
     assert [a.agent_type for a in lineage.ancestors] == ["main", "general-purpose"]
     assert not lineage.root_is_local_cli
+
+
+async def test_through_the_real_webhook_route(
+    daemon_home: Path, restore_root_logging: None
+) -> None:
+    """The same as a caller does it: a signed POST to /webhook/ci, a gateway configured
+    with tools.policy.per_channel.webhook.deny = ["exec"] in config.toml."""
+    async with FakeOpenAI(responder=_respond) as fake:
+        provider = (
+            f'[provider]\nkind = "openai"\nbase_url = "{fake.base_url}"\n'
+            'model = "fake-model"\napi_key = "sk-x"\nmax_retries = 0\n'
+            '\n[tools.policy.per_channel.webhook]\ndeny = ["exec"]\n'
+        )
+        hooks = '[channels.webhook.hooks.ci]\nsecret = "whsec-delegation"\nwait_timeout = 60\n'
+        write_webhook_config(daemon_home, provider=provider, hooks=hooks)
+        spawn = json.dumps([["task", "run exec"], ["general-purpose", "delegate to task"]])
+        async with running_webhook(daemon_home) as gw:
+            body = {"text": spawn, "session": "nightly", "wait": True}
+            answer = await gw.post("ci", body, secret="whsec-delegation")
+    assert answer.status == 200, answer
+    results = [json.loads(r) for r in json.loads(answer.body["reply"].removeprefix("root got: "))]
+    assert len(results) == 2
+    for result in results:
+        assert (
+            "tool 'exec' is not allowed here: denied by the channel 'webhook'" in result["result"]
+        )
+    assert not (daemon_home / "workspace" / MARKER).exists()
+    assert not any(
+        t["function"]["name"] == "exec" for body in fake.requests for t in body.get("tools", [])
+    )
