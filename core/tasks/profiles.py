@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from core.agent.services import TurnProfile
@@ -24,15 +25,13 @@ _MAX_CHAIN = 64
 """A chain longer than this is a loop in the records (depth is capped far below)."""
 
 
+@dataclass(frozen=True, slots=True)
 class _Chain:
     """The fixed part of a child's lineage: its root and its ancestors' agent types."""
 
-    __slots__ = ("ancestor_types", "root_channel", "root_key")
-
-    def __init__(self, root_key: str, root_channel: str, ancestor_types: tuple[str, ...]):
-        self.root_key = root_key
-        self.root_channel = root_channel
-        self.ancestor_types = ancestor_types
+    root_key: str
+    root_channel: str
+    ancestor_types: tuple[str, ...]
 
 
 class SubagentStartContext(Protocol):
