@@ -29,6 +29,7 @@ from core.mcp import McpConfig
 from core.mcp.manager import McpManager
 from core.mcp.trust import trust_verifier
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
+from core.memory.guard import MemoryFilesGuard
 from core.memory.semantic import SemanticRecall
 from core.memory.tools import memory_tools
 from core.messages import utcnow
@@ -47,8 +48,6 @@ from core.tasks.catalog import AgentCatalog, home_agent_sources
 from core.tasks.collector import SUBAGENT_CHANNEL
 from core.tasks.commands import register_task_commands
 from core.tasks.registry import TaskRegistry
-from core.tasks.repository import TaskRepository
-from core.tasks.roots import TaskRoots
 from core.tasks.tools import subagent_tools
 from core.tools.approvals import ApprovalService, register_approval_commands
 from core.tools.base import Tool, ToolDeps
@@ -180,7 +179,13 @@ async def build_core(
         clock=schedule_clock,
     )
     register_schedule_commands(commands, schedules)
-    runner = ExecRunner(tools.exec, roots=TaskRoots(TaskRepository(store=store)))
+    memory = memory or MemoryConfig()
+    semantic = (
+        SemanticRecall(store=store, config=memory.embeddings) if memory.embeddings.enabled else None
+    )
+    memory_service = MemoryService(store=store, config=memory, semantic=semantic)
+    memory_guard = MemoryFilesGuard(memory=memory_service, workspace=workspace)
+    runner = ExecRunner(tools.exec, guards=[memory_guard])
     approvals = ApprovalService(
         store=store,
         bus=bus,
@@ -189,11 +194,6 @@ async def build_core(
         timeout=tools.exec.approval_timeout,
     )
     register_approval_commands(commands, approvals)
-    memory = memory or MemoryConfig()
-    semantic = (
-        SemanticRecall(store=store, config=memory.embeddings) if memory.embeddings.enabled else None
-    )
-    memory_service = MemoryService(store=store, config=memory, semantic=semantic)
     task_registry = TaskRegistry(
         store=store,
         bus=bus,
@@ -207,7 +207,7 @@ async def build_core(
     register_task_commands(commands, task_registry)
     registry = ToolRegistry(
         tools=[
-            *fs_tools(tools),
+            *fs_tools(tools, guards=[memory_guard]),
             *exec_tools(tools, runner=runner, approvals=approvals),
             task_complete,
             manage_schedule,

@@ -21,11 +21,13 @@ from channels.teams.intake import Incoming, allowed, from_activity, reference_of
 from channels.teams.live import LiveText
 from channels.teams.render import error_line, split
 from channels.teams.sdk import (
+    AUTHENTICATED,
     TeamsError,
     TeamsSdk,
     TokenProviderFactory,
     check_credentials,
     is_loopback,
+    token_refusals,
 )
 from core.messages import Delivery, OutboundMessage, new_message_id
 
@@ -156,7 +158,7 @@ class TeamsChannel:
         self._context = None
 
     def _http_app(self) -> web.Application:
-        app = web.Application(middlewares=[jwt_authorization_middleware])
+        app = web.Application(middlewares=[token_refusals, jwt_authorization_middleware])
         with warnings.catch_warnings():  # the SDK's middleware reads this str key
             warnings.simplefilter("ignore", web.NotAppKeyWarning)
             app["agent_configuration"] = self._sdk.auth
@@ -166,6 +168,7 @@ class TeamsChannel:
     # -- inbound -------------------------------------------------------------------------
 
     async def _http_messages(self, request: web.Request) -> web.StreamResponse:
+        request[AUTHENTICATED] = True  # the SDK's middleware let it through
         if not self._running:
             return web.json_response({"error": "the teams channel is not running"}, status=503)
         if self.config.anonymous and (why := _not_local(request)) is not None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from aiohttp import web
 from microsoft_agents.authentication.msal import MsalAuth
 from microsoft_agents.hosting.aiohttp import CloudAdapter
 from microsoft_agents.hosting.core import (
@@ -22,6 +24,7 @@ from channels.teams.config import TeamsConfig
 from core.errors import FamiliarError
 
 __all__ = [
+    "AUTHENTICATED",
     "SERVICE_CONNECTION",
     "TeamsError",
     "TeamsSdk",
@@ -29,7 +32,10 @@ __all__ = [
     "auth_configuration",
     "check_credentials",
     "is_loopback",
+    "token_refusals",
 ]
+
+log = logging.getLogger(__name__)
 
 SERVICE_CONNECTION = "SERVICE_CONNECTION"
 """The SDK's name for the bot's own connection (the only one familiar configures)."""
@@ -38,6 +44,9 @@ TokenProviderFactory = Callable[[AgentAuthConfiguration], AccessTokenProviderBas
 """Makes the token provider of a connection: the SDK's ``MsalAuth`` (Entra ID) by default."""
 
 _CHECK_TIMEOUT = 20.0
+AUTHENTICATED = web.RequestKey("familiar.teams.authenticated", bool)
+"""Set on a request by the handler behind the SDK's JWT middleware: past this point an
+exception is ours (a failed publish: 500, and Teams redelivers), not a bad token."""
 
 
 class TeamsError(FamiliarError):
@@ -140,3 +149,28 @@ def is_loopback(host: str | None) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+@web.middleware
+async def token_refusals(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Answer 401 JSON where the SDK's JWT middleware (the next one) raises on a token.
+
+    The SDK answers most bad tokens with 401 itself, but a malformed or forged one can
+    make its validator raise instead (a token without a key id: ``KeyError``), which
+    aiohttp would answer with 500. Whatever the SDK raises before our handler ran is a
+    refused token; what our handler raises is not, and propagates.
+    """
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except Exception as exc:
+        if request.get(AUTHENTICATED):
+            raise
+        # The type only: the message could quote the token or its claims.
+        log.warning(
+            "teams refused a request: its token could not be validated (%s)", type(exc).__name__
+        )
+        return web.json_response({"error": "invalid token"}, status=401)

@@ -8,13 +8,16 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from channels.webhook.config import HookConfig
 
 __all__ = [
     "MAX_SKEW",
+    "REPLAY_WINDOW",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
+    "Authenticated",
     "TokenBucket",
     "authenticate",
     "sign",
@@ -25,6 +28,9 @@ SIGNATURE_HEADER = "X-Familiar-Signature"
 TIMESTAMP_HEADER = "X-Familiar-Timestamp"
 MAX_SKEW = 300
 """Seconds a request's timestamp may differ from our clock (replays older than this fail)."""
+REPLAY_WINDOW = 2 * MAX_SKEW + 60
+"""Seconds an accepted signature is remembered: a timestamp can stay acceptable for up
+to ``2 * MAX_SKEW`` after it is first seen (one from the future), plus clock leeway."""
 
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 _SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]{64})")
@@ -40,6 +46,14 @@ def signed_headers(secret: str, body: bytes, *, now: float | None = None) -> dic
     """The timestamp and signature headers of a request (or callback) carrying ``body``."""
     timestamp = int(time.time() if now is None else now)
     return {TIMESTAMP_HEADER: str(timestamp), SIGNATURE_HEADER: sign(secret, timestamp, body)}
+
+
+@dataclass(frozen=True, slots=True)
+class Authenticated:
+    """How a request was authenticated: ``signature`` is the lower-case hex of a valid
+    signature (None when the token did it), the request's one-time key."""
+
+    signature: str | None = None
 
 
 def _signature_ok(secret: str, headers: Mapping[str, str], body: bytes, now: float) -> str | None:
@@ -71,21 +85,24 @@ def _token_ok(token: str, headers: Mapping[str, str]) -> str | None:
 
 def authenticate(
     hook: HookConfig, headers: Mapping[str, str], body: bytes, *, now: float
-) -> str | None:
-    """None when the request is authentic, else why not (for the log; answer 401).
+) -> Authenticated | str:
+    """How the request is authentic, else why it is not (for the log; answer 401).
 
     A hook with a secret and a token accepts either: a valid signature or the token.
+    A valid signature wins (its answer names it): a replay is refused even when the
+    request also carries the token.
     """
     reasons: list[str] = []
     if hook.secret is not None:
         reason = _signature_ok(hook.secret.get_secret_value(), headers, body, now)
         if reason is None:
-            return None
+            signature = headers[SIGNATURE_HEADER].removeprefix("sha256=").lower()
+            return Authenticated(signature=signature)
         reasons.append(reason)
     if hook.token is not None:
         reason = _token_ok(hook.token.get_secret_value(), headers)
         if reason is None:
-            return None
+            return Authenticated()
         reasons.append(reason)
     # The most telling reason: a presented credential that failed beats a missing one.
     presented = [r for r in reasons if not r.startswith("missing")]

@@ -7,9 +7,11 @@ import time
 from collections.abc import Callable
 
 import aiohttp
+from yarl import URL
 
 from channels.base import ChannelContext, DeliveryPolicy
 from channels.webhook.auth import signed_headers
+from channels.webhook.callbacks import CallbackRefused, allowed_callback
 from channels.webhook.config import WebhookConfig
 from channels.webhook.http import WebhookApi
 from channels.webhook.render import to_callback
@@ -91,7 +93,11 @@ class WebhookChannel:
         hook = self.config.hooks.get(hook_name)
         if hook is None or hook.secret is None:
             raise CallbackFailed(f"hook {hook_name!r} is gone or has no secret to sign with")
-        if not any(url.startswith(prefix) for prefix in hook.callback_allow):
+        try:
+            allowed = allowed_callback(url, hook.callback_allow)
+        except CallbackRefused as exc:
+            raise CallbackFailed(f"callback_url refused: {exc}") from None
+        if allowed is None:
             raise CallbackFailed(f"callback_url no longer allowed for hook {hook_name!r}")
         client = self._client
         if client is None:
@@ -103,13 +109,16 @@ class WebhookChannel:
             "X-Familiar-Message-Id": message.inbound_id,
         }
         try:
-            async with client.post(url, data=body, headers=headers, allow_redirects=False) as resp:
+            # encoded=True: the normal form that was checked is what is sent, byte for byte.
+            target = URL(allowed, encoded=True)
+            post = client.post(target, data=body, headers=headers, allow_redirects=False)
+            async with post as resp:
                 status = resp.status
         except (aiohttp.ClientError, TimeoutError) as exc:
-            self._stats.callback(hook_name, "failed")
+            self._stats.callback("failed")
             raise CallbackFailed(f"callback not reached: {type(exc).__name__}: {exc}") from exc
         if not 200 <= status < 300:
-            self._stats.callback(hook_name, "failed")
+            self._stats.callback("failed")
             raise CallbackFailed(f"callback answered HTTP {status}", status=status)
-        self._stats.callback(hook_name, "delivered")
+        self._stats.callback("delivered")
         log.info("callback delivered hook=%s status=%d", hook_name, status)

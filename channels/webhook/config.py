@@ -8,6 +8,7 @@ from typing import Annotated, Self
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from channels.base import ChannelConfig, DeliveryPolicy
+from channels.webhook.callbacks import CallbackRefused, normalise_url
 
 __all__ = ["HOOK_NAME", "MAX_BODY_LIMIT", "HookConfig", "WebhookConfig"]
 
@@ -30,7 +31,9 @@ class HookConfig(BaseModel):
     token: SecretStr | None = None
     """Bearer token: requests carry ``Authorization: Bearer <token>``."""
     callback_allow: list[str] = Field(default_factory=list)
-    """URL prefixes a ``callback_url`` must start with (none: no callbacks)."""
+    """URL prefixes a ``callback_url`` must start with (none: no callbacks); both are
+    compared in their normal form (dot segments resolved, percent-encoding and the case
+    of scheme and host normalised)."""
     max_body: Annotated[int, Field(gt=0, le=MAX_BODY_LIMIT)] = MAX_BODY_LIMIT
     """Largest request body in bytes (413 beyond); at most 1 MiB, the limit of the
     gateway's HTTP server, which refuses larger bodies before any route sees them."""
@@ -51,11 +54,15 @@ class HookConfig(BaseModel):
     @classmethod
     def _http_prefixes(cls, value: list[str]) -> list[str]:
         for prefix in value:
-            if not re.match(r"https?://[^/?#]+/", prefix):
+            if not re.match(r"https?://[^/?#]+/", prefix, flags=re.IGNORECASE):
                 raise ValueError(
                     f"{prefix!r}: a callback prefix is an http(s) URL with a host and a path "
                     "(at least '/'), so it cannot match another host"
                 )
+            try:
+                normalise_url(prefix)
+            except CallbackRefused as exc:
+                raise ValueError(f"{prefix!r}: not a usable callback prefix ({exc})") from None
         return value
 
     @model_validator(mode="after")

@@ -1,9 +1,11 @@
 """The webhook routes: ``POST /webhook/{name}``, ``GET /webhook/{name}/messages/{id}``,
 ``GET /webhook/openapi.json``; every error is JSON ``{"error": "..."}``.
 
-A request is checked in the order that costs least: hook, method, size (before the
-body is parsed), authentication (on the raw bytes), rate, then the body's schema. A
-refused request stores nothing: it leaves a log line and a count.
+A request is checked in the order that costs least: hook, method, content type, size
+(before the body is parsed), authentication (on the raw bytes), rate, the body's schema,
+the callback URL (normalised, then matched), and last, in the publishing transaction,
+that its signature was not accepted before (409: a replay). A refused request stores
+nothing: it leaves a log line and a count.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from channels.webhook.auth import TokenBucket, authenticate
+from channels.webhook.auth import REPLAY_WINDOW, Authenticated, TokenBucket, authenticate
+from channels.webhook.callbacks import CallbackRefused, allowed_callback
 from channels.webhook.config import HookConfig
 from channels.webhook.models import (
     Accepted,
@@ -29,7 +32,7 @@ from channels.webhook.models import (
 from channels.webhook.openapi import openapi_document
 from channels.webhook.render import reply_status, session_name, to_inbound
 from channels.webhook.stats import WebhookStats
-from core.bus.base import ChannelBus, MessageStatus
+from core.bus.base import ChannelBus, MessageStatus, OnceKey
 
 __all__ = ["WebhookApi"]
 
@@ -42,6 +45,7 @@ _STATES: dict[str, MessageState] = {
     "failed": "failed",
 }
 _MAX_ID = 64
+_JSON = "application/json"
 
 
 class _Refused(Exception):
@@ -144,15 +148,18 @@ class WebhookApi:
             raise _Refused(503, "the webhook channel is not running")
         return hook, self.bus
 
-    def _authenticate(self, hook: HookConfig, request: web.Request, body: bytes) -> None:
-        reason = authenticate(hook, request.headers, body, now=self._clock())
-        if reason is not None:
-            raise _Refused(401, reason)
+    def _authenticate(self, hook: HookConfig, request: web.Request, body: bytes) -> Authenticated:
+        found = authenticate(hook, request.headers, body, now=self._clock())
+        if isinstance(found, str):
+            raise _Refused(401, found)
+        return found
 
     async def _message(self, request: web.Request, name: str) -> web.Response:
         hook, bus = self._hook(name, request, "POST")
+        if request.content_type != _JSON:
+            raise _Refused(415, f"Content-Type must be {_JSON}")
         body = await _read_body(request, hook.max_body)
-        self._authenticate(hook, request, body)
+        signed = self._authenticate(hook, request, body)
         retry_after = self._buckets[name].take()
         if retry_after:
             raise _Refused(429, "rate limited", {"Retry-After": str(retry_after)})
@@ -162,28 +169,40 @@ class WebhookApi:
             raise _Refused(400, _describe(exc)) from None
         if len(sent.text) > hook.max_text:
             raise _Refused(400, f"text: longer than {hook.max_text} characters")
-        url = sent.callback_url
-        if url is not None and not any(url.startswith(p) for p in hook.callback_allow):
-            raise _Refused(400, "callback_url: not allowed for this hook (see callback_allow)")
-        message = to_inbound(name, sent, allow_approve=hook.allow_approve)
-        published = await bus.publish_inbound(message)
+        callback = _callback(sent.callback_url, hook)
+        # A signature is good for MAX_SKEW either side of its timestamp: within that
+        # window the same request, sent again by anyone who saw it, would run again. Not
+        # scoped to the hook: the signature does not cover the path, so hooks sharing a
+        # secret would otherwise each accept it once.
+        once = None
+        if signed.signature is not None:
+            once = OnceKey(f"sha256={signed.signature}", REPLAY_WINDOW)
+        published = await bus.publish_inbound(
+            to_inbound(name, sent, callback, allow_approve=hook.allow_approve), once=once
+        )
+        if published.replayed:
+            raise _Refused(
+                409,
+                "this signature was accepted already: a replay is refused; sign each "
+                "request anew (a fresh timestamp) and retry with an idempotency_key",
+            )
         message_id, session = published.message_id, sent.session
         if published.duplicate:
             first = await bus.message_status(message_id)
             session = session_name(first.session) if first is not None else session
             log.info("webhook retry of message_id=%s hook=%s", message_id, name)
         if not sent.wait:
-            return self._answer(name, 202, Accepted(message_id=message_id, session=session))
+            return self._answer(202, Accepted(message_id=message_id, session=session))
         reply = await bus.wait_reply(message_id, hook.wait_timeout)
         if reply is None:
             timeout = TimeoutBody(
                 error=f"no reply within {hook.wait_timeout:g} s; poll for it", message_id=message_id
             )
-            return self._answer(name, 504, timeout)
+            return self._answer(504, timeout)
         body_out = ReplyBody(
             message_id=message_id, session=session, reply=reply.text, status=reply_status(reply)
         )
-        return self._answer(name, 200, body_out)
+        return self._answer(200, body_out)
 
     async def _status(self, request: web.Request, name: str) -> web.Response:
         hook, bus = self._hook(name, request, "GET")
@@ -192,19 +211,36 @@ class WebhookApi:
         found = await bus.message_status(message_id) if len(message_id) <= _MAX_ID else None
         if found is None or not found.session.startswith(f"webhook:{name}:"):
             raise _Refused(404, "unknown message")
-        return self._answer(name, 200, _status_body(found))
+        return self._answer(200, _status_body(found))
 
     # -- answers -------------------------------------------------------------------------
 
-    def _answer(self, hook: str, status: int, body: BaseModel) -> web.Response:
-        self._stats.request(hook, status)
+    def _answer(self, status: int, body: BaseModel) -> web.Response:
+        self._stats.request(status)
         return _json(status, body)
 
     def _refused(self, name: str, refused: _Refused) -> web.Response:
         hook = name if name in self._hooks else "-"
-        self._stats.request(hook, refused.status)
+        self._stats.request(refused.status)
         log.info("webhook refused hook=%s status=%d: %s", hook, refused.status, refused.error)
         return _json(refused.status, {"error": refused.error}, refused.headers)
+
+
+def _callback(url: str | None, hook: HookConfig) -> str | None:
+    """The normal form of an allowed callback URL (what is POSTed to later).
+
+    Raises:
+        _Refused: 400 when it cannot be normalised or matches no ``callback_allow`` prefix.
+    """
+    if url is None:
+        return None
+    try:
+        allowed = allowed_callback(url, hook.callback_allow)
+    except CallbackRefused as exc:
+        raise _Refused(400, f"callback_url: refused ({exc})") from None
+    if allowed is None:
+        raise _Refused(400, "callback_url: not allowed for this hook (see callback_allow)")
+    return allowed
 
 
 def _status_body(found: MessageStatus) -> MessageStatusBody:

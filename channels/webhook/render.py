@@ -21,13 +21,16 @@ def session_name(key: str) -> str:
     return key.split(":", 2)[-1]
 
 
-def to_inbound(hook: str, sent: WebhookRequest, *, allow_approve: bool = False) -> InboundMessage:
-    """The bus message for a request to ``hook``; the callback URL rides in its delivery.
+def to_inbound(
+    hook: str, sent: WebhookRequest, callback: str | None = None, *, allow_approve: bool = False
+) -> InboundMessage:
+    """The bus message for a request to ``hook``; ``callback`` (the checked, normalised
+    callback URL) rides in its delivery.
 
     The body's ``sender`` is only a display name: approvals are answered (when the hook's
     ``allow_approve`` lets them be) as the authenticated hook, ``webhook:<hook>``.
     """
-    route = {"callback_url": sent.callback_url} if sent.callback_url else {}
+    route = {"callback_url": callback} if callback else {}
     return InboundMessage(
         session_key=session_key(hook, sent.session),
         text=sent.text,

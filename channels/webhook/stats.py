@@ -1,4 +1,9 @@
-"""Counts of webhook requests and callbacks, exported as Prometheus metrics."""
+"""Counts of webhook requests and callbacks, exported as Prometheus metrics.
+
+``/metrics`` needs no authentication, so the counts carry no hook names: a hook's name
+is half of what a caller needs to reach it (its path), and the list of hooks says what
+the gateway is connected to. The log lines (private to the operator) name the hook.
+"""
 
 from __future__ import annotations
 
@@ -12,32 +17,32 @@ __all__ = ["WebhookStats"]
 
 
 class WebhookStats(Collector):
-    """``familiar_webhook_requests_total{hook,status}`` and
-    ``familiar_webhook_callbacks_total{hook,outcome}``; registered by the gateway."""
+    """``familiar_webhook_requests_total{status}`` and
+    ``familiar_webhook_callbacks_total{outcome}``; registered by the gateway."""
 
     def __init__(self) -> None:
-        self.requests: Counter[tuple[str, str]] = Counter()
-        self.callbacks: Counter[tuple[str, str]] = Counter()
+        self.requests: Counter[str] = Counter()
+        self.callbacks: Counter[str] = Counter()
 
-    def request(self, hook: str, status: int) -> None:
-        self.requests[hook, str(status)] += 1
+    def request(self, status: int) -> None:
+        self.requests[str(status)] += 1
 
-    def callback(self, hook: str, outcome: str) -> None:
-        self.callbacks[hook, outcome] += 1
+    def callback(self, outcome: str) -> None:
+        self.callbacks[outcome] += 1
 
     def collect(self) -> Iterable[Metric]:
         requests = CounterMetricFamily(
             "familiar_webhook_requests",
-            "Webhook requests answered, by hook and HTTP status",
-            labels=["hook", "status"],
+            "Webhook requests answered, by HTTP status",
+            labels=["status"],
         )
-        for (hook, status), n in sorted(self.requests.items()):
-            requests.add_metric([hook, status], n)
+        for status, n in sorted(self.requests.items()):
+            requests.add_metric([status], n)
         callbacks = CounterMetricFamily(
             "familiar_webhook_callbacks",
-            "Webhook callback attempts, by hook and outcome (delivered, failed)",
-            labels=["hook", "outcome"],
+            "Webhook callback attempts, by outcome (delivered, failed)",
+            labels=["outcome"],
         )
-        for (hook, outcome), n in sorted(self.callbacks.items()):
-            callbacks.add_metric([hook, outcome], n)
+        for outcome, n in sorted(self.callbacks.items()):
+            callbacks.add_metric([outcome], n)
         return [requests, callbacks]

@@ -20,6 +20,7 @@ from core.providers.base import Provider
 from core.sessions import SessionStore
 from core.store.engine import Store
 from core.tools.base import ToolDeps
+from core.tools.lineage import Lineage
 from core.tools.registry import ToolRegistry
 
 __all__ = [
@@ -71,6 +72,8 @@ class TurnProfile:
             its system prompt.
         refuse: when set, the message is answered with this error and no model call
             (e.g. the agent was cancelled).
+        lineage: a subagent's chain up to the session that started it (whose channel
+            rules and agents' tool lists bind it too).
     """
 
     agent_type: str = "main"
@@ -81,6 +84,7 @@ class TurnProfile:
     read_scopes: tuple[str, ...] = ()
     agents: tuple[tuple[str, str], ...] = ()
     refuse: str | None = None
+    lineage: Lineage | None = None
 
 
 class TurnProfiles(Protocol):

@@ -255,6 +255,7 @@ class TurnHandler:
             agent_type=profile.agent_type,
             tool_allow=profile.tools,
             read_scopes=profile.read_scopes,
+            lineage=profile.lineage,
             deps=s.tool_deps,
             capacity=control.capacity,
         )

@@ -25,6 +25,7 @@ __all__ = [
     "MessageLookup",
     "MessageState",
     "MessageStatus",
+    "OnceKey",
     "OutboundPublisher",
     "Outbox",
     "Published",
@@ -34,14 +35,38 @@ __all__ = [
 ]
 
 MessageState = Literal["pending", "claimed", "done", "failed"]
+ONCE_PREFIX = "once:"
+"""Starts the dedupe row of every one-time key (pruned by age, unlike the others)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OnceKey:
+    """A key a publish may take only once within ``seconds`` (a request signature).
+
+    Attributes:
+        key: unique per request (scoped to the channel by the bus).
+        seconds: how long a second publish with it is refused; at least as long as the
+            request it comes from stays acceptable.
+    """
+
+    key: str
+    seconds: float
+
+    def row_key(self, channel: str) -> str:
+        return f"{ONCE_PREFIX}{channel}:{self.key}"
 
 
 @dataclass(frozen=True, slots=True)
 class Published:
-    """The result of a publish: the message id and whether it was a duplicate."""
+    """The result of a publish: the message id and whether it was a duplicate.
+
+    ``replayed``: refused because its one-time key was taken before (nothing stored);
+    ``message_id`` is then the first publish's.
+    """
 
     message_id: str
     duplicate: bool = False
+    replayed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +121,16 @@ class MessageStatus:
 class Publisher(Protocol):
     """What a channel, the scheduler or the heartbeat needs: durable publishing."""
 
-    async def publish_inbound(self, message: InboundMessage) -> Published:
+    async def publish_inbound(
+        self, message: InboundMessage, *, once: OnceKey | None = None
+    ) -> Published:
         """Commit ``message``; returns only once it is durable. Duplicates are dropped.
 
         A message whose ``event_id`` was already published on its channel within the
         dedupe window is not stored again: the first message id comes back with
-        ``duplicate=True``.
+        ``duplicate=True``. With ``once``, a key already taken on the channel within
+        ``once.seconds`` (by any process on the database) refuses the publish:
+        ``replayed=True``, nothing stored.
         """
         ...
 

@@ -9,14 +9,15 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, Update, bindparam, func, or_, select, update
 
-from core.bus.base import Claim, DueReply, Published
+from core.bus.base import Claim, DueReply, OnceKey, Published
+from core.bus.dedupe import DEDUPE_WINDOW_SECONDS, prune_once_in, take_in
 from core.bus.lookups import SqlLookups
 from core.bus.owner import make_owner, owner_is_dead
 from core.bus.reply_reads import ReplyReads
 from core.bus.signals import KeyedWaiters, Signal, SignalMap
 from core.bus.suspects import BUSY, SUSPECT_FREE, SuspectClaims
 from core.bus.suspects import ELIGIBLE as _ELIGIBLE
-from core.bus.tables import DedupeRow, InboundRow, OutboundRow
+from core.bus.tables import InboundRow, OutboundRow
 from core.bus.wakeups import Wakeups
 from core.messages import InboundMessage, OutboundMessage
 from core.store.engine import Store
@@ -28,14 +29,12 @@ __all__ = ["DEDUPE_WINDOW_SECONDS", "SqlBus", "is_control"]
 
 log = logging.getLogger(__name__)
 
-DEDUPE_WINDOW_SECONDS = 24 * 3600
 MAX_REPLY_POLL = 8.0
 """Longest gap between a reply waiter's store reads (replies settled by other processes)."""
 CONTROL_COMMANDS = frozenset({"/stop", "/status"})  # answered also while a turn runs
 
 _inbound = InboundRow.__table__  # type: ignore[attr-defined]
 _outbound = OutboundRow.__table__  # type: ignore[attr-defined]
-_dedupe = DedupeRow.__table__  # type: ignore[attr-defined]
 _sessions = SessionRow.__table__  # type: ignore[attr-defined]
 
 _others = _inbound.alias("others")
@@ -147,14 +146,8 @@ def _lease_outbound_statement(*, lock: bool) -> Update:
 _LEASE_OUTBOUND = Prepared(_lease_outbound_statement(lock=False))
 _LEASE_OUTBOUND_LOCKED = Prepared(_lease_outbound_statement(lock=True))
 _DUE_REPLIES = _DUE_OUTBOUND.with_only_columns(_outbound.c.payload, _outbound.c.attempts)
-_DEDUPE_FIRST = select(_dedupe.c.message_id, _dedupe.c.created_at).where(
-    _dedupe.c.key == bindparam("key")
-)
-_DEDUPE_RENEW = (
-    update(_dedupe)
-    .where(_dedupe.c.key == bindparam("b_key"), _dedupe.c.created_at == bindparam("stale_at"))
-    .values(message_id=bindparam("b_message_id"), created_at=bindparam("now"))
-)
+_PRUNE_ONCE_EVERY = 60.0
+"""Seconds between deletions of a channel's expired one-time keys (per process)."""
 
 
 def is_control(text: str) -> bool:
@@ -209,6 +202,8 @@ class SqlBus(SqlLookups, SuspectClaims):
         """Settled message id -> whether its session had nothing else queued (from
         `settle_in` to `notify_reply`)."""
         self._wakeups: Wakeups | None = None
+        self._once_pruned: dict[str, float] = {}
+        """When this process last pruned each channel's one-time keys."""
         self.reply_poll_interval = 0.5
         """First re-read of the store by a reply waiter (for replies settled elsewhere);
         later ones back off to `MAX_REPLY_POLL`."""
@@ -230,14 +225,24 @@ class SqlBus(SqlLookups, SuspectClaims):
 
     # -- inbox ---------------------------------------------------------------------------
 
-    async def publish_inbound(self, message: InboundMessage) -> Published:
+    async def publish_inbound(
+        self, message: InboundMessage, *, once: OnceKey | None = None
+    ) -> Published:
         now = self._clock()
         dialect = self._store.dialect
+        channel = message.delivery.channel
+        prune_before = self._once_prune_due(channel, once, now)
 
         def job(conn: Connection) -> Published:
+            if prune_before is not None:
+                prune_once_in(conn, channel, prune_before)
+            if once is not None:
+                key = once.row_key(channel)
+                first = take_in(conn, dialect, key, message.id, now, once.seconds)
+                if first is not None:
+                    return Published(first, duplicate=True, replayed=True)
             if message.event_id:
-                key = f"{message.delivery.channel}:{message.event_id}"
-                first = self._dedupe_in(conn, key, message.id, now)
+                first = take_in(conn, dialect, f"{channel}:{message.event_id}", message.id, now)
                 if first is not None:
                     return Published(first, duplicate=True)
             inserted = insert_ignore(dialect, _inbound).run(
@@ -258,7 +263,7 @@ class SqlBus(SqlLookups, SuspectClaims):
                 conn,
                 {
                     "key": message.session_key,
-                    "channel": message.delivery.channel,
+                    "channel": channel,
                     "created_at": now,
                     "updated_at": now,
                     "epoch": 0,
@@ -273,24 +278,13 @@ class SqlBus(SqlLookups, SuspectClaims):
             self._wake_claimers()
         return published
 
-    def _dedupe_in(self, conn: Connection, key: str, message_id: str, now: float) -> str | None:
-        """Take dedupe ``key`` for ``message_id``; the message id that has it already, if any.
-
-        Inserted first, so a new key (the common case) costs one statement. A key older
-        than the window is taken over only if nobody else took it over meanwhile.
-        """
-        row = {"key": key, "message_id": message_id, "created_at": now}
-        if insert_ignore(self._store.dialect, _dedupe).run(conn, row) == 1:
+    def _once_prune_due(self, channel: str, once: OnceKey | None, now: float) -> float | None:
+        """The cut-off for pruning ``channel``'s one-time keys in this publish, if due
+        (they would otherwise pile up: one per signed request)."""
+        if once is None or now - self._once_pruned.get(channel, 0.0) < _PRUNE_ONCE_EVERY:
             return None
-        first = conn.execute(_DEDUPE_FIRST, {"key": key}).first()
-        if first is None:  # deleted since (dedupe pruning): ours to take
-            return self._dedupe_in(conn, key, message_id, now)
-        if first.created_at >= now - DEDUPE_WINDOW_SECONDS:
-            return str(first.message_id)
-        renew = {"b_key": key, "stale_at": first.created_at, "b_message_id": message_id, "now": now}
-        if conn.execute(_DEDUPE_RENEW, renew).rowcount == 1:
-            return None
-        return self._dedupe_in(conn, key, message_id, now)  # a concurrent publish renewed it
+        self._once_pruned[channel] = now
+        return now - once.seconds
 
     async def claim(self, *, owner: str, limit: int, lease_seconds: float) -> list[Claim]:
         if limit <= 0:

@@ -139,6 +139,18 @@ class MemoryService:
             return (GLOBAL,)
         return (caller.session_key, *caller.read_also, GLOBAL)
 
+    def global_write_refusal(self, caller: Caller) -> str | None:
+        """Why ``caller`` may not write (or forget from) the global scope, else None.
+
+        The one rule for every way into global memory: ``remember scope=global``,
+        ``forget`` of a global entry, and the files of ``workspace/memory/``.
+        """
+        if not caller.top_level:
+            return "a subagent may not write the global scope; use scope=session"
+        if not self.config.allow_global_writes:
+            return "global memory is read-only here ([memory] allow_global_writes)"
+        return None
+
     def _writable(self, caller: Caller, scope: str) -> str:
         target = caller.session_key if scope == "session" else scope
         if target == caller.session_key:
@@ -149,12 +161,9 @@ class MemoryService:
                 "only its own scope; its handoff is the only way into its parent"
             )
         if target == GLOBAL:
-            if not caller.top_level:
-                raise MemoryRefused("a subagent may not write the global scope; use scope=session")
-            if not self.config.allow_global_writes:
-                raise MemoryRefused(
-                    "global memory is read-only here ([memory] allow_global_writes)"
-                )
+            refusal = self.global_write_refusal(caller)
+            if refusal is not None:
+                raise MemoryRefused(refusal)
             return target
         raise MemoryRefused(
             f"scope {target!r} is not yours: you write only this session's scope or global"
@@ -224,12 +233,9 @@ class MemoryService:
         """Delete entry ``entry_id`` if ``caller`` may write its scope."""
         found = await self.get(entry_id)
         if found is None or found.scope not in self.readable(caller):
-            if found is None:
-                raise MemoryNotFound(f"there is no memory #{entry_id}")
-            raise MemoryRefused(
-                f"memory #{entry_id} belongs to another scope: you forget only entries of "
-                "this session or global ones"
-            )
+            # Another scope's entry is answered exactly like a missing one: whether an
+            # id exists in a scope the caller cannot read is not the caller's to know.
+            raise MemoryNotFound(f"there is no memory #{entry_id}")
         self._writable(caller, found.scope)
         return await self.delete_any(entry_id)
 

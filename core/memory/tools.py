@@ -7,10 +7,11 @@ from core.memory.service import Caller, MemoryService, ReadScope, WriteScope
 from core.tools.base import Tool, ToolContext
 from core.tools.decorator import Dep, tool
 
-__all__ = ["forget", "memory_tools", "recall", "remember"]
+__all__ = ["caller_of", "forget", "memory_tools", "recall", "remember"]
 
 
-def _caller(ctx: ToolContext) -> Caller:
+def caller_of(ctx: ToolContext) -> Caller:
+    """Who a tool context is to memory: its scope, whether a subagent, what it also reads."""
     return Caller.of(ctx.session_key, depth=ctx.depth, read_also=ctx.read_scopes)
 
 
@@ -34,7 +35,7 @@ async def remember(
     """
     try:
         entry = await memory.remember(
-            _caller(ctx),
+            caller_of(ctx),
             text,
             tags=tags or (),
             scope=scope,
@@ -63,7 +64,7 @@ async def recall(
     if not 1 <= limit <= 50:
         raise ToolRetry("limit must be between 1 and 50")
     try:
-        found = await memory.recall(_caller(ctx), query, limit=limit, scope=scope)
+        found = await memory.recall(caller_of(ctx), query, limit=limit, scope=scope)
     except MemoryRefused as exc:
         raise ToolRetry(str(exc)) from None
     return [
@@ -81,7 +82,7 @@ async def forget(ctx: ToolContext, memory: Dep[MemoryService], id: int) -> str:
         id: The entry's id.
     """
     try:
-        entry = await memory.forget(_caller(ctx), id)
+        entry = await memory.forget(caller_of(ctx), id)
     except MemoryRefused as exc:
         raise ToolFailed(str(exc)) from None
     return f"Forgot #{entry.id}."

@@ -11,6 +11,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from core.messages import InboundMessage
 
+from .lineage import Ancestor, Lineage
+
 __all__ = ["NO_CAPACITY_HANDOVER", "Capacity", "Tool", "ToolContext", "ToolDeps"]
 
 T = TypeVar("T")
@@ -77,8 +79,35 @@ class ToolContext:
     read_scopes: tuple[str, ...] = ()
     """Memory scopes this session may also read, never write (an ``inherit-readonly``
     subagent reads its parent's)."""
+    lineage: Lineage | None = None
+    """A subagent's chain up to the session that started it; None for a root session
+    (one a person or a caller talks to, whose own channel is the root channel)."""
     deps: ToolDeps = field(default_factory=ToolDeps)
     capacity: Capacity = NO_CAPACITY_HANDOVER
+
+    @property
+    def root_channel(self) -> str:
+        """The channel of the session that started this chain of delegation (for a root
+        session its own channel): the channel whose rules bind every subagent below it."""
+        return self.lineage.root_channel if self.lineage is not None else self.channel
+
+    @property
+    def root_session_key(self) -> str:
+        """The session that started this chain (for a root session itself)."""
+        return self.lineage.root_key if self.lineage is not None else self.session_key
+
+    @property
+    def root_is_local_cli(self) -> bool:
+        """Whether the chain was started by the operator on this host (``familiar chat``
+        or ``send``), at any depth of subagents; False for Slack, Teams, webhooks..."""
+        if self.lineage is not None:
+            return self.lineage.root_is_local_cli
+        return Lineage(self.session_key, self.channel).root_is_local_cli
+
+    @property
+    def ancestors(self) -> tuple[Ancestor, ...]:
+        """The agents above this one, the root's first (empty for a root session)."""
+        return self.lineage.ancestors if self.lineage is not None else ()
 
 
 @runtime_checkable

@@ -10,7 +10,9 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from core.errors import PolicyDenied, ToolFailed, ToolRetry
@@ -19,8 +21,8 @@ from .base import Tool, ToolContext
 from .config import ExecConfig, ToolsConfig
 from .danger import DangerMatcher
 from .decorator import tool
-from .origin import SessionRoots, is_local, root_of
-from .sandbox import Sandbox, SandboxChoice, SandboxSelector
+from .sandbox import BwrapSandbox, Sandbox, SandboxChoice, SandboxSelector
+from .write_guard import WriteGuard, readonly_binds
 
 __all__ = ["ApprovalGate", "ExecRunner", "exec_tools"]
 
@@ -115,12 +117,19 @@ async def _spawn(
 
 
 async def _run(
-    command: str, ctx: ToolContext, limit: float, max_output: int, sandbox: Sandbox
+    command: str,
+    ctx: ToolContext,
+    limit: float,
+    max_output: int,
+    sandbox: Sandbox,
+    readonly: Sequence[Path] = (),
 ) -> str:
     # A pipe we own rather than PIPE: on Python 3.11 Process.wait() also waits for the
     # pipes to close, which a background child (even one outside the group) can delay
     # forever. Here wait() returns when the shell exits and we close the pipe ourselves.
     protect = await asyncio.to_thread(sandbox.protect, ctx.workspace)
+    if readonly and isinstance(sandbox, BwrapSandbox):
+        protect += await asyncio.to_thread(readonly_binds, readonly)
     read_fd, write_fd = os.pipe()
     try:
         proc = await _spawn(command, ctx, write_fd, sandbox, protect)
@@ -159,14 +168,14 @@ class ExecRunner:
 
     Args:
         config: the ``[tools.exec]`` section.
-        roots: finds the session a subagent chain started in; without it a subagent
-            counts as remote (see `admit`).
+        guards: parts of the workspace some sessions may not write: read-only for
+            their commands in the bubblewrap sandbox.
     """
 
-    def __init__(self, config: ExecConfig, *, roots: SessionRoots | None = None) -> None:
+    def __init__(self, config: ExecConfig, *, guards: Sequence[WriteGuard] = ()) -> None:
         self.config = config
-        self.roots = roots
         self._sandboxes = SandboxSelector(config)
+        self._guards = tuple(guards)
 
     def limit(self, timeout: float | None) -> float:
         """The timeout to use: the call's, else the default (ToolRetry when out of range)."""
@@ -192,13 +201,12 @@ class ExecRunner:
         sandbox = choice.require()
         if choice.mode != "auto" or choice.problem == "":
             return sandbox
-        root = await root_of(ctx, self.roots)
-        if is_local(root):
+        if ctx.root_is_local_cli:
             return sandbox
         raise ToolFailed(
             "exec is refused: bubblewrap does not work here, so the command would run "
-            f"on the host unsandboxed, and this conversation started on {root.channel!r} "
-            f"({root.session_key}), not the local CLI. The operator can fix the sandbox "
+            f"on the host unsandboxed, and this conversation started on {ctx.root_channel!r} "
+            f"({ctx.root_session_key}), not the local CLI. The operator can fix the sandbox "
             '(`familiar doctor` says what blocks it) or set tools.exec.sandbox = "none" '
             f"to run commands from every channel on the host. Sandbox problem: {choice.problem}"
         )
@@ -208,9 +216,10 @@ class ExecRunner:
         `admit` refuses)."""
         sandbox = await self.admit(ctx)
         limit = self.limit(timeout)
+        readonly = [d for guard in self._guards for d in guard.readonly_dirs(ctx)]
         # A hook or MCP file a command creates is not removed: the gateway ignores it
         # until the operator trusts it (core.trust), however it got there.
-        return await _run(command, ctx, limit, self.config.max_output, sandbox)
+        return await _run(command, ctx, limit, self.config.max_output, sandbox, readonly)
 
 
 def _needs_approval(cfg: ExecConfig, danger: str | None) -> str | None:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from core.errors import ToolFailed, ToolRetry
@@ -15,8 +16,12 @@ from .config import ToolsConfig
 from .control_files import refuse_control_write
 from .decorator import tool
 from .workspace_paths import resolve_in_workspace
+from .write_guard import WriteGuard
 
 __all__ = ["fs_tools"]
+
+_Check = Callable[[Path, str], None]
+"""Raises when the caller may not write this (resolved) target: the guards, bound."""
 
 _MAX_ENTRIES = 1000
 
@@ -97,9 +102,10 @@ def _read(workspace: Path, path: str, max_bytes: int) -> str:
     return text
 
 
-def _write(workspace: Path, path: str, content: str) -> str:
+def _write(workspace: Path, path: str, content: str, check: _Check) -> str:
     target = resolve_in_workspace(workspace, path)
     refuse_control_write(workspace, target, path)
+    check(target, path)
     _check_kind(target, path, must_exist=False)
     data = content.encode("utf-8")
     fd = _open(workspace, target, path, os.O_WRONLY | os.O_CREAT, make_dirs=True)
@@ -112,11 +118,12 @@ def _write(workspace: Path, path: str, content: str) -> str:
     return f"wrote {len(data)} bytes to {_display(workspace, target)}"
 
 
-def _edit(workspace: Path, path: str, old_text: str, new_text: str) -> str:
+def _edit(workspace: Path, path: str, old_text: str, new_text: str, check: _Check) -> str:
     if not old_text:
         raise ToolRetry("old_text must not be empty")
     target = resolve_in_workspace(workspace, path)
     refuse_control_write(workspace, target, path)
+    check(target, path)
     _check_kind(target, path, must_exist=True)
     with os.fdopen(_open(workspace, target, path, os.O_RDWR), "r+b") as handle:
         try:
@@ -169,13 +176,21 @@ def _list(workspace: Path, path: str) -> str:
     return "\n".join(lines)
 
 
-def fs_tools(config: ToolsConfig) -> list[Tool]:
+def fs_tools(config: ToolsConfig, *, guards: Sequence[WriteGuard] = ()) -> list[Tool]:
     """The file tools ``read_file``, ``write_file``, ``edit_file``, ``list_dir``, ``resolve_path``.
 
     Args:
         config: the ``[tools]`` section (``max_file_bytes`` caps ``read_file``).
+        guards: parts of the workspace some sessions may not write (``memory/``).
     """
     max_bytes = config.max_file_bytes
+
+    def checks(ctx: ToolContext) -> _Check:
+        def check(target: Path, path: str) -> None:
+            for guard in guards:
+                guard.refuse_write(ctx, target, path)
+
+        return check
 
     @tool
     async def read_file(ctx: ToolContext, path: str) -> str:
@@ -194,7 +209,7 @@ def fs_tools(config: ToolsConfig) -> list[Tool]:
             path: file path, relative to the workspace.
             content: the complete new content of the file.
         """
-        return await asyncio.to_thread(_write, ctx.workspace, path, content)
+        return await asyncio.to_thread(_write, ctx.workspace, path, content, checks(ctx))
 
     @tool
     async def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> str:
@@ -205,7 +220,7 @@ def fs_tools(config: ToolsConfig) -> list[Tool]:
             old_text: the text to replace; must occur exactly once, whitespace included.
             new_text: the replacement text.
         """
-        return await asyncio.to_thread(_edit, ctx.workspace, path, old_text, new_text)
+        return await asyncio.to_thread(_edit, ctx.workspace, path, old_text, new_text, checks(ctx))
 
     @tool
     async def list_dir(ctx: ToolContext, path: str = ".") -> str:

@@ -15,6 +15,7 @@ from core.providers.base import ToolCall, ToolSpec
 
 from .base import Tool, ToolContext
 from .decorator import validation_message
+from .lineage import Lineage
 from .policy import ToolPolicy
 
 __all__ = ["ToolExecutor", "ToolRegistry", "ToolResult"]
@@ -22,9 +23,25 @@ __all__ = ["ToolExecutor", "ToolRegistry", "ToolResult"]
 logger = logging.getLogger(__name__)
 
 _MAX_CALLERS = 1024
-_Caller = tuple[str, str, int, tuple[str, ...] | None, ToolPolicy | None]
+_Caller = tuple[str, str, int, tuple[str, ...] | None, Lineage | None, ToolPolicy | None]
 """What `ToolRegistry.specs` answers depend on: channel, agent type, depth, the agent's
-own tool list, and the policy."""
+own tool list, its lineage, and the policy."""
+
+
+def _tool_lists(ctx: ToolContext) -> list[tuple[str, tuple[str, ...]]]:
+    """The tool lists that bind this caller: its own, then every ancestor's (a subagent
+    never gets a tool an agent above it was not given), as ``(whose, patterns)``."""
+    found = []
+    if ctx.tool_allow is not None:
+        found.append((f"agent {ctx.agent_type!r}'s tools", ctx.tool_allow))
+    for above in ctx.ancestors:
+        if above.tools is not None:
+            found.append((f"the tools of agent {above.agent_type!r} above it", above.tools))
+    return found
+
+
+def _listed(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatchcase(name, p) for p in patterns)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -121,7 +138,14 @@ class ToolRegistry:
             ctx: when given and there is a policy, only tools it allows for this caller.
         """
         if names is None and ctx is not None:
-            caller = (ctx.channel, ctx.agent_type, ctx.depth, ctx.tool_allow, self.policy)
+            caller = (
+                ctx.channel,
+                ctx.agent_type,
+                ctx.depth,
+                ctx.tool_allow,
+                ctx.lineage,
+                self.policy,
+            )
             offered = self._offered.get(caller)
             if offered is None:
                 if len(self._offered) >= _MAX_CALLERS:
@@ -137,11 +161,15 @@ class ToolRegistry:
             selected = [n for n in selected if any(fnmatchcase(n, p) for p in patterns)]
         if ctx is not None and self.policy is not None:
             selected = self.policy.filter(
-                selected, channel=ctx.channel, agent_type=ctx.agent_type, depth=ctx.depth
+                selected,
+                channel=ctx.channel,
+                agent_type=ctx.agent_type,
+                depth=ctx.depth,
+                lineage=ctx.lineage,
             )
-        if ctx is not None and ctx.tool_allow is not None:
-            allow = ctx.tool_allow
-            selected = [n for n in selected if any(fnmatchcase(n, p) for p in allow)]
+        if ctx is not None:
+            for _whose, allow in _tool_lists(ctx):
+                selected = [n for n in selected if _listed(n, allow)]
         return [self._spec(n) for n in selected]
 
     def _spec(self, name: str) -> ToolSpec:
@@ -171,15 +199,15 @@ class ToolRegistry:
         try:
             if self.policy is not None:
                 self.policy.check(
-                    call.name, channel=ctx.channel, agent_type=ctx.agent_type, depth=ctx.depth
+                    call.name,
+                    channel=ctx.channel,
+                    agent_type=ctx.agent_type,
+                    depth=ctx.depth,
+                    lineage=ctx.lineage,
                 )
-            if ctx.tool_allow is not None and not any(
-                fnmatchcase(call.name, p) for p in ctx.tool_allow
-            ):
-                raise PolicyDenied(
-                    f"tool {call.name!r} is not allowed here: not among agent "
-                    f"{ctx.agent_type!r}'s tools"
-                )
+            for whose, allow in _tool_lists(ctx):
+                if not _listed(call.name, allow):
+                    raise PolicyDenied(f"tool {call.name!r} is not allowed here: not among {whose}")
             content = await tool.run(ctx, call.arguments)
         except TurnCancelled:
             raise

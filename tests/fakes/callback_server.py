@@ -22,12 +22,14 @@ class CallbackServer(LoopbackServer):
         secret: the hook's secret, to check signatures with.
         answers: HTTP statuses to answer with, in order.
         bodies: the raw bodies received.
+        paths: the path (and query) of each call, as sent on the request line.
         valid: whether each call's signature was valid.
     """
 
     secret: str = ""
     answers: list[int] = field(default_factory=lambda: [200])
     bodies: list[bytes] = field(default_factory=list, init=False)
+    paths: list[str] = field(default_factory=list, init=False)
     valid: list[bool] = field(default_factory=list, init=False)
     _arrived: asyncio.Condition = field(default_factory=asyncio.Condition, init=False)
 
@@ -44,6 +46,7 @@ class CallbackServer(LoopbackServer):
         status = self.answers[min(len(self.bodies), len(self.answers) - 1)]
         async with self._arrived:
             self.bodies.append(body)
+            self.paths.append(request.raw_path)
             self.headers.append(dict(request.headers))
             self.requests.append(await request.json())
             self.valid.append(bool(timestamp) and signature == sign(self.secret, timestamp, body))

@@ -1,8 +1,8 @@
 """Without a working sandbox, ``exec`` runs only for conversations the local CLI started.
 
 bubblewrap is made unavailable the way it is on a host without it: ``bwrap`` is not on
-``PATH``. Subagent chains are real task rows in a real store; the root lookup is the
-one the gateway wires (`TaskRoots`).
+``PATH``. Subagent chains are real task rows in a real store, read into the tool
+context's lineage the way the turn does (`SubagentProfiles.lineage`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import pytest
 from core.errors import ToolFailed
 from core.messages import Delivery
 from core.store.engine import Store
+from core.tasks.catalog import AgentCatalog
+from core.tasks.profiles import SubagentProfiles
 from core.tasks.repository import TaskRepository
-from core.tasks.roots import TaskRoots
 from core.tools import ExecConfig, ToolContext, ToolsConfig, exec_tools
 from core.tools.exec import ExecRunner
-from core.tools.origin import SessionRoot, is_local
+from core.tools.lineage import Lineage
 
 
 @pytest.fixture
@@ -53,6 +54,15 @@ async def _task(store: Store, task_id: str, owner: str, parent_channel: str) -> 
 
 def _ctx(tmp_path: Path, key: str, channel: str) -> ToolContext:
     return ToolContext(workspace=tmp_path, session_key=key, channel=channel)
+
+
+async def _subagent_ctx(tmp_path: Path, store: Store, key: str) -> ToolContext:
+    repo = TaskRepository(store=store)
+    task = await repo.by_child_key(key)
+    assert task is not None
+    lineage = await SubagentProfiles(repo=repo, catalog=AgentCatalog()).lineage(task)
+    assert isinstance(lineage, Lineage)
+    return ToolContext(workspace=tmp_path, session_key=key, channel="subagent", lineage=lineage)
 
 
 @pytest.mark.usefixtures("no_bwrap")
@@ -100,25 +110,27 @@ async def test_an_explicit_none_runs_commands_from_every_channel(tmp_path: Path)
 async def test_subagents_inherit_the_channel_their_chain_started_on(
     tmp_path: Path, store: Store
 ) -> None:
-    runner = ExecRunner(ExecConfig(), roots=TaskRoots(TaskRepository(store=store)))
+    runner = ExecRunner(ExecConfig())
     # slack -> child -> grandchild: refused at every depth
     slack_child = await _task(store, "s1", "slack:T1:C2:1.5", "slack")
     grandchild = await _task(store, "s2", slack_child, "subagent")
     for key in (slack_child, grandchild):
         with pytest.raises(ToolFailed, match="started on 'slack'"):
-            await runner.run("echo ran", _ctx(tmp_path, key, "subagent"))
+            await runner.run("echo ran", await _subagent_ctx(tmp_path, store, key))
     # cli -> child -> grandchild: runs
     cli_child = await _task(store, "c1", "cli:default", "cli")
     cli_grandchild = await _task(store, "c2", cli_child, "subagent")
     for key in (cli_child, cli_grandchild):
-        assert await runner.run("echo ran", _ctx(tmp_path, key, "subagent")) == (
-            "exit code 0\nran\n"
-        )
+        ctx = await _subagent_ctx(tmp_path, store, key)
+        assert await runner.run("echo ran", ctx) == "exit code 0\nran\n"
+    # a subagent without its lineage (no record was found) never counts as local
+    with pytest.raises(ToolFailed, match="exec is refused"):
+        await runner.run("echo ran", _ctx(tmp_path, "subagent:gone", "subagent"))
     # a loop in the records never counts as local
     await _task(store, "l1", "subagent:l2", "subagent")
     await _task(store, "l2", "subagent:l1", "subagent")
     with pytest.raises(ToolFailed, match="exec is refused"):
-        await runner.run("echo ran", _ctx(tmp_path, "subagent:l1", "subagent"))
+        await runner.run("echo ran", await _subagent_ctx(tmp_path, store, "subagent:l1"))
 
 
 @pytest.mark.usefixtures("no_bwrap")
@@ -130,6 +142,6 @@ async def test_the_refusal_comes_before_an_approval_is_asked(tmp_path: Path) -> 
 
 
 def test_only_a_cli_session_on_the_cli_channel_is_local() -> None:
-    assert is_local(SessionRoot("cli:work", "cli"))
-    assert not is_local(SessionRoot("slack:T:C", "cli"))
-    assert not is_local(SessionRoot("cli:work", "webhook"))
+    assert Lineage("cli:work", "cli").root_is_local_cli
+    assert not Lineage("slack:T:C", "cli").root_is_local_cli
+    assert not Lineage("cli:work", "webhook").root_is_local_cli

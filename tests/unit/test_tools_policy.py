@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
 from core.errors import PolicyDenied
 from core.tools import ExecConfig, PolicyRule, ToolPolicy, ToolPolicyConfig, ToolsConfig
+from core.tools.base import ToolContext
+from core.tools.lineage import Ancestor, Lineage
 
 TOOLS = ["read_file", "write_file", "exec", "mcp_github_search", "sessions_spawn"]
 
@@ -103,3 +107,60 @@ def test_config_defaults_and_strictness() -> None:
         ExecConfig.model_validate({"approval": "sometimes"})
     with pytest.raises(ValidationError, match="max_timeout"):
         ExecConfig(timeout=700)
+
+
+def test_a_subagent_is_bound_by_its_root_channel_and_every_agent_above_it() -> None:
+    config = ToolPolicyConfig(
+        per_channel={"webhook": PolicyRule(deny=["exec"])},
+        per_agent={"planner": PolicyRule(deny=["write_file"])},
+    )
+    policy = ToolPolicy(config=config)
+    ancestors = (Ancestor("main"), Ancestor("planner", ("read_file",)))
+    chain = Lineage("webhook:ci:x", "webhook", ancestors)
+    from_cli = Lineage("cli:ops", "cli", ancestors)
+
+    def below(name: str, lineage: Lineage | None) -> str | None:
+        return policy.denial(
+            name, channel="subagent", agent_type="general-purpose", depth=2, lineage=lineage
+        )
+
+    assert [t for t in TOOLS if below(t, None) is None] == TOOLS  # no lineage: nothing binds
+    assert [t for t in TOOLS if below(t, chain) is None] == [
+        "read_file",
+        "mcp_github_search",
+        "sessions_spawn",
+    ]
+    assert below("exec", chain) == (
+        "denied by the channel 'webhook' policy (of webhook:ci:x, which started this subagent)"
+    )
+    assert below("write_file", chain) == (
+        "denied by the agent 'planner' policy (an agent above this subagent)"
+    )
+    assert below("exec", from_cli) is None
+    assert from_cli.root_is_local_cli and not chain.root_is_local_cli
+
+
+def test_the_tool_context_answers_about_its_root(tmp_path: Path) -> None:
+    cli = ToolContext(workspace=tmp_path, session_key="cli:ops", channel="cli")
+    slack = ToolContext(workspace=tmp_path, session_key="slack:T:C", channel="slack")
+    child = ToolContext(
+        workspace=tmp_path,
+        session_key="subagent:1",
+        channel="subagent",
+        depth=1,
+        lineage=Lineage("cli:ops", "cli", (Ancestor("main"),)),
+    )
+    orphan = ToolContext(workspace=tmp_path, session_key="subagent:2", channel="subagent")
+    assert (cli.root_channel, cli.root_session_key, cli.root_is_local_cli) == (
+        "cli",
+        "cli:ops",
+        True,
+    )
+    assert not slack.root_is_local_cli and slack.ancestors == ()
+    assert (child.root_channel, child.root_session_key, child.root_is_local_cli) == (
+        "cli",
+        "cli:ops",
+        True,
+    )
+    assert child.ancestors == (Ancestor("main"),)
+    assert not orphan.root_is_local_cli  # a subagent of no known root is never the CLI
