@@ -666,7 +666,8 @@ class _Gateway:
         self.stopping = True
         busy = self.core.runtime.busy_sessions if self.core and self.runtime_started else 0
         sd_notify(f"STOPPING=1\nSTATUS=stopping: finishing {busy} running turn(s)")
-        await self.intake.stop()
+        if self.core is not None or self.listening:  # (a start that failed took nothing in)
+            await self.intake.stop()
         if self.core is not None and self.runtime_started:
             await self.core.runtime.stop(grace=self.config.agent.shutdown_grace)
         if self.core is not None and self.supervisors and not self.lost.is_set():

@@ -221,7 +221,11 @@ class FakeSlack(LoopbackServer):
                 return web.json_response({"ok": False, "error": "unknown_method"})
             ts = self.new_ts()
             text = args.get("text") if method == "chat.postMessage" else args.get("markdown_text")
-            self.messages[ts] = {"thread_ts": args.get("thread_ts"), "text": text or ""}
+            self.messages[ts] = {
+                "channel": args.get("channel"),
+                "thread_ts": args.get("thread_ts"),
+                "text": text or "",
+            }
             if method == "chat.startStream":
                 self.streaming_ts.add(ts)
             return web.json_response({"ok": True, "channel": args.get("channel"), "ts": ts})

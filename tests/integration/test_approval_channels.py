@@ -44,8 +44,9 @@ async def test_slack_notice_shows_every_character(home: Path) -> None:
         llm.script([("exec", {"command": LONG})])
         await gw.post_event(event_body(dm("clean up", ts="41.1")))
 
-        def shown() -> str:
-            return html.unescape("\n".join(slack.thread("41.1")))
+        def shown() -> str:  # a top-level DM is answered in the DM itself, not a thread
+            posted = [m["text"] for m in slack.messages.values() if m.get("channel") == "DALICE"]
+            return html.unescape("\n".join(posted))
 
         await eventually(lambda: "/deny" in shown(), what="the approval notice in Slack")
     assert LONG in shown()

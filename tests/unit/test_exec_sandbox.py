@@ -299,10 +299,13 @@ async def test_bwrap_network_switch(ctx: ToolContext, network: bool) -> None:
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0, family=socket.AF_INET)
     port = server.sockets[0].getsockname()[1]
-    probe = (
-        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
-        f"{port}), timeout=3); print('connected')\""
+    # A script file, not `python3 -c`: inline interpreter code that opens sockets would
+    # wait for an approval.
+    (ctx.workspace / "probe.py").write_text(
+        f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+        "print('connected')\n"
     )
+    probe = "python3 probe.py"
     async with server:
         result = await run(registry(sandbox="bwrap", network=network), ctx, probe)
         if network:
