@@ -14,6 +14,7 @@ from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from core.errors import StoreError, StoreFileError
+from core.store.condition import ConditionHealth, StoreCondition
 from core.store.config import StoreConfig
 from core.store.health import ServerHealth, SqliteHealth, StoreHealth
 from core.store.migrate import upgrade_to_head
@@ -44,6 +45,11 @@ class Store:
         self._health: StoreHealth | None = None
         self.path = sqlite_path(url) if self.dialect == "sqlite" else None
         """The SQLite database file (None on a server or in memory)."""
+        self.condition = StoreCondition(
+            where=str(self.path) if self.path else parsed.render_as_string(hide_password=True),
+            directory=self.path.parent if self.path else None,
+        )
+        """Out of space or lost, as this process saw it (see `core.store.condition`)."""
 
     @property
     def is_sqlite(self) -> bool:
@@ -51,10 +57,10 @@ class Store:
 
     @property
     def health(self) -> StoreHealth:
-        """Checks on the open store (see `core.store.health`)."""
+        """Checks on the open store (see `core.store.health`), behind its condition."""
         if self._health is None:
             raise StoreError("store is not open")
-        return self._health
+        return ConditionHealth(self._health, self.condition)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -125,10 +131,14 @@ class Store:
         The hot path writes this way: on SQLite jobs are group-committed by one writer
         thread; on PostgreSQL each job is its own transaction on the async engine.
         """
-        if self._writer is not None:
-            return await self._writer.submit(job)
-        async with self.engine.begin() as conn:
-            return await conn.run_sync(job)
+        with self.condition.guard():
+            if self._writer is not None:
+                result = await self._writer.submit(job)
+            else:
+                async with self.engine.begin() as conn:
+                    result = await conn.run_sync(job)
+        self.condition.wrote()
+        return result
 
     async def write_one(self, job: Job[T]) -> T:
         """Run ``job``, which writes with ONE statement (atomic by itself), and return its
@@ -140,8 +150,11 @@ class Store:
         """
         if self._autocommit is None:
             return await self.transact(job)
-        async with self._autocommit.connect() as conn:
-            return await conn.run_sync(job)
+        with self.condition.guard():
+            async with self._autocommit.connect() as conn:
+                result = await conn.run_sync(job)
+        self.condition.wrote()
+        return result
 
     async def close(self) -> None:
         if self._writer is not None:
@@ -166,8 +179,9 @@ class Store:
         A Core connection, not an ORM session: a session's first query costs each
         process a few MiB of ORM machinery, and every read here is a Core statement.
         """
-        async with (self._autocommit or self.engine).connect() as conn:
-            yield conn
+        with self.condition.guard():
+            async with (self._autocommit or self.engine).connect() as conn:
+                yield conn
 
 
 def _replace_closed_connections(engine: Engine) -> None:

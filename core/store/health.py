@@ -19,11 +19,14 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from core.store.sqlite_file import FileIdentity, file_identity, quick_check
+from core.store.faults import first_line, lost_cause
+from core.store.migrate import VERSION_TABLE, head_revision
+from core.store.sqlite_file import FileIdentity, file_identity, header_problem, quick_check
 
 __all__ = ["HealthStatus", "ServerHealth", "SqliteHealth", "StoreHealth"]
 
 _PING_TIMEOUT = 5.0
+_REVISION = text(f"SELECT version_num FROM {VERSION_TABLE}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,12 @@ class SqliteHealth:
             return HealthStatus(False, f"{self.path} cannot be checked: {exc.strerror}")
         if now != self.identity:
             return HealthStatus(False, f"{self.path} was replaced by another file", fatal=True)
+        try:
+            problem = header_problem(self.path)
+        except OSError as exc:
+            return HealthStatus(False, f"{self.path} cannot be read: {exc.strerror}")
+        if problem is not None:
+            return HealthStatus(False, f"{self.path} {problem}", fatal=True)
         return HealthStatus(True, f"{self.path} in place")
 
     async def check(self) -> HealthStatus:
@@ -90,21 +99,31 @@ class SqliteHealth:
 
 
 class ServerHealth:
-    """Health of a database server: a ``SELECT 1`` round trip."""
+    """Health of a database server: one round trip reading the schema's revision.
+
+    A database that is gone, or whose schema is (dropped and created again empty), is
+    fatal; one unreachable, or at another revision (a newer gateway migrated it), is not
+    ready.
+    """
 
     def __init__(self, *, engine: AsyncEngine) -> None:
         self._engine = engine
+        self._where = engine.url.render_as_string(hide_password=True)
 
     async def check(self) -> HealthStatus:
         try:
             async with asyncio.timeout(_PING_TIMEOUT), self._engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
+                revision = (await conn.execute(_REVISION)).scalar()
         except TimeoutError:
-            return HealthStatus(False, f"no answer to SELECT 1 within {_PING_TIMEOUT:g}s")
+            return HealthStatus(False, f"no answer within {_PING_TIMEOUT:g}s")
         except (SQLAlchemyError, OSError) as exc:
-            first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-            return HealthStatus(False, f"SELECT 1 failed: {first}")
-        return HealthStatus(True, "SELECT 1 answered")
+            lost = lost_cause(exc)
+            if lost is not None:
+                return HealthStatus(False, f"the database {self._where} {lost}", fatal=True)
+            return HealthStatus(False, f"unreachable: {first_line(exc)}")
+        if revision != head_revision():
+            return HealthStatus(False, f"schema at revision {revision}, expected {head_revision()}")
+        return HealthStatus(True, f"schema at revision {revision}")
 
     async def quick_check(self) -> HealthStatus:
         return await self.check()

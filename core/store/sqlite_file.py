@@ -24,6 +24,7 @@ from core.private_files import create_private_file, tighten
 __all__ = [
     "FileIdentity",
     "file_identity",
+    "header_problem",
     "no_create_url",
     "prepare_sqlite_file",
     "quick_check",
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 FileIdentity = tuple[int, int]
 """``(st_dev, st_ino)``: the same pair means the same file."""
 
+_MAGIC = b"SQLite format 3\0"
 _MAX_PROBLEMS_SHOWN = 1
 _NOT_A_DATABASE = ("file is not a database", "file is encrypted")
 
@@ -65,6 +67,20 @@ def file_identity(path: Path) -> FileIdentity:
     """The file's ``(st_dev, st_ino)``. Raises OSError (FileNotFoundError) if missing."""
     st = path.stat()
     return (st.st_dev, st.st_ino)
+
+
+def header_problem(path: Path) -> str | None:
+    """What is wrong with the first 16 bytes of ``path`` (None when they are SQLite's).
+
+    One small read, cheap enough for every readiness probe: a file overwritten from its
+    start is caught here before any statement reads the damage. An empty file is fine
+    (in WAL mode a new database may not have reached its file yet). Blocking.
+    """
+    with path.open("rb") as f:
+        head = f.read(len(_MAGIC))
+    if not head or head == _MAGIC:
+        return None
+    return "is not an SQLite database any more (its header was overwritten)"
 
 
 def prepare_sqlite_file(path: Path) -> FileIdentity:
