@@ -334,7 +334,7 @@ class Supervisor:
                 code = await child.proc.wait()
                 self._on_notify()  # what it said just before it exited
                 child.error = describe_exit(code)
-            if self.stopping:
+            if self.stopping or self._stop.is_set():  # another role stopped it
                 return
             ran = time.monotonic() - child.started_mono
             fatal = fatal_exit(child.name, code, child.ready, child.restarts, child.lost)

@@ -8,7 +8,9 @@ the faults (`core.store.faults`) into our errors and remembers them:
   store is reported full (not ready, with the reason) until there is room again: on
   SQLite, until the file's disk has `ROOM_AGAIN` free (checked with every health check,
   which also reports a disk with less than `FULL_BELOW` free before any write fails); on
-  a server, until a write commits.
+  a server, until a write commits. While it is, new messages are refused before they
+  are tried (`refuse_new`, on SQLite), so a refusal does not depend on whether a write
+  still fits in room SQLite keeps in its log.
 - **Lost** (`StoreLost`: corrupted, deleted, dropped): the listeners are told once, and
   the gateway stops; retrying could only write into a store nobody will read.
 
@@ -99,6 +101,17 @@ class StoreCondition:
         self.lost = reason
         for callback in self._on_lost:
             callback(reason)
+
+    def refuse_new(self) -> None:
+        """Refuse something new (a message) while the disk is known to be full.
+
+        Raises:
+            StoreFull: on SQLite, until its disk has room again. A write might still
+                fit in room SQLite keeps in its log, but what is left is for the work
+                already accepted (replies); on a server only the write can tell.
+        """
+        if self.full is not None and self._directory is not None:
+            raise StoreFull(self.full)
 
     def wrote(self) -> None:
         """A write committed. On a server, that is the sign there is room again."""

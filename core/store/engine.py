@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from core.errors import StoreError, StoreFileError
 from core.store.condition import ConditionHealth, StoreCondition
 from core.store.config import StoreConfig
+from core.store.faults import first_line
 from core.store.health import ServerHealth, SqliteHealth, StoreHealth
 from core.store.migrate import upgrade_to_head
 from core.store.sqlite_file import no_create_url, prepare_sqlite_file, sqlite_path
@@ -104,7 +105,7 @@ class Store:
             try:
                 async with engine.begin() as conn:
                     await conn.run_sync(upgrade_to_head)
-            except SQLAlchemyError as exc:
+            except (SQLAlchemyError, OSError) as exc:  # OSError: the server is unreachable
                 await engine.dispose()
                 self._engine = None
                 raise self._migration_error(exc) from exc
@@ -119,11 +120,11 @@ class Store:
             self._writer.start()
         log.info("store open dialect=%s", self.dialect)
 
-    def _migration_error(self, exc: SQLAlchemyError) -> StoreError:
-        cause = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    def _migration_error(self, exc: SQLAlchemyError | OSError) -> StoreError:
+        cause = first_line(exc)
         if self.path is not None:
             return StoreFileError(str(self.path), f"cannot be migrated ({cause})")
-        return StoreError(f"cannot migrate the database: {cause}")
+        return StoreError(f"cannot migrate the database {self.condition.where}: {cause}")
 
     async def transact(self, job: Job[T]) -> T:
         """Run ``job(connection)`` in a write transaction and return its result.
