@@ -130,6 +130,9 @@ async def test_a_full_disk_refuses_new_messages_at_once_and_recovers_by_itself()
             assert status == 507 and "no space left" in body["error"], body
             code, out, _, _ = await _familiar(home, "status")
             assert "no space left" in out, out
+            code, out, _, _ = await _familiar(home, "doctor")
+            assert code != 0 and "store disk space: 0.0 MiB free" in out, out
+            assert "✗ store in the gateway: no space left for the database" in out, out
 
             filler.unlink()
 
