@@ -124,7 +124,7 @@ class Store:
         cause = first_line(exc)
         if self.path is not None:
             return StoreFileError(str(self.path), f"cannot be migrated ({cause})")
-        return StoreError(f"cannot migrate the database {self.condition.where}: {cause}")
+        return StoreError(f"the database {self.condition.where}: {cause}")
 
     async def transact(self, job: Job[T]) -> T:
         """Run ``job(connection)`` in a write transaction and return its result.

@@ -49,6 +49,7 @@ from typing import Any
 
 import asyncpg
 
+from core.store.sqlite_file import quick_check
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.control.protocol import Accepted, ReplyLine
 from tests.daemon_env import REPO, daemon_env
@@ -315,6 +316,13 @@ async def _fatal(
         f"exit {code} {took:.1f} s after the fault; {after} answered after it; "
         f"said: {said[0][:110] if said else '(nothing)'}"
     )
+    db = home / "familiar.db"
+    if store_url is None and db.exists():
+        problem = await asyncio.to_thread(quick_check, db, read_only=True)
+        result.note += f"; quick_check at the end: {problem or 'ok'}"
+        if code != 1 and problem is None:
+            result.note += " (a checkpoint rewrote every damaged page: nothing to stop for)"
+            return result
     if code != 1:
         result.note += " NOT STOPPED"
     return result
