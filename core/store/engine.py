@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -81,7 +82,9 @@ class Store:
         """
         if self.path is not None:
             identity = await asyncio.to_thread(prepare_sqlite_file, self.path)
-            self._health = SqliteHealth(path=self.path, identity=identity)
+            self._health = await asyncio.to_thread(
+                functools.partial(SqliteHealth, path=self.path, identity=identity)
+            )
         kwargs: dict[str, Any] = {"echo": self.config.echo}
         if not self.is_sqlite:
             kwargs["pool_size"] = self.config.pool_size
@@ -108,6 +111,8 @@ class Store:
             except (SQLAlchemyError, OSError) as exc:  # OSError: the server is unreachable
                 await engine.dispose()
                 self._engine = None
+                if isinstance(self._health, SqliteHealth):
+                    self._health.close()
                 raise self._migration_error(exc) from exc
         if self._health is None:
             self._health = ServerHealth(engine=engine)
@@ -165,6 +170,8 @@ class Store:
             await self._engine.dispose()
             self._engine = None
             self._autocommit = None
+        if isinstance(self._health, SqliteHealth):
+            self._health.close()  # after SQLite's connections: it holds no lock now
         self._health = None
 
     async def fetch(self, query: Select[Any]) -> Sequence[RowMapping]:

@@ -11,6 +11,7 @@ compares it on every check; `quick_check` reads every page (at start and in
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,6 +67,15 @@ class SqliteHealth:
     def __init__(self, *, path: Path, identity: FileIdentity) -> None:
         self.path = path
         self.identity = identity
+        # Opened once, before SQLite opens the file, and closed after it (`close`): see
+        # `header_problem` on why the header is never read through a fresh descriptor.
+        self._fd: int | None = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+    def close(self) -> None:
+        """Once every SQLite connection of this process to the file is closed."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def check_identity(self) -> HealthStatus:
         """Blocking ``stat``: is the file at ``path`` still the one opened?"""
@@ -78,7 +88,7 @@ class SqliteHealth:
         if now != self.identity:
             return HealthStatus(False, f"{self.path} was replaced by another file", fatal=True)
         try:
-            problem = header_problem(self.path)
+            problem = header_problem(self._fd) if self._fd is not None else None
         except OSError as exc:
             return HealthStatus(False, f"{self.path} cannot be read: {exc.strerror}")
         if problem is not None:

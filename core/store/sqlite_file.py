@@ -69,15 +69,18 @@ def file_identity(path: Path) -> FileIdentity:
     return (st.st_dev, st.st_ino)
 
 
-def header_problem(path: Path) -> str | None:
-    """What is wrong with the first 16 bytes of ``path`` (None when they are SQLite's).
+def header_problem(fd: int) -> str | None:
+    """What is wrong with the first 16 bytes of the file open as ``fd`` (None when they
+    are SQLite's).
 
     One small read, cheap enough for every readiness probe: a file overwritten from its
     start is caught here before any statement reads the damage. An empty file is fine
-    (in WAL mode a new database may not have reached its file yet). Blocking.
+    (in WAL mode a new database may not have reached its file yet). ``fd`` stays open
+    for as long as SQLite has the file open in this process: closing any descriptor of
+    a file drops every POSIX lock the process holds on it, SQLite's locks included.
+    Blocking.
     """
-    with path.open("rb") as f:
-        head = f.read(len(_MAGIC))
+    head = os.pread(fd, len(_MAGIC), 0)
     if not head or head == _MAGIC:
         return None
     return "is not an SQLite database any more (its header was overwritten)"

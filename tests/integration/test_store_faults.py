@@ -11,6 +11,7 @@ import contextlib
 import errno
 import os
 import sqlite3
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -264,3 +265,28 @@ async def test_a_dropped_postgresql_database_is_lost_not_a_driver_error() -> Non
             assert store.condition.lost == str(error)
         finally:
             await store.close()
+
+
+async def test_the_header_check_keeps_sqlites_locks(tmp_path: Path) -> None:
+    """Closing any descriptor of a file drops every POSIX lock the process holds on it:
+    a header check that opened and closed the file let another process, closing the
+    last connection it knew of, checkpoint and delete the log under our feet."""
+    path = tmp_path / "familiar.db"
+    store = Store(url=f"sqlite+aiosqlite:///{path}")
+    await store.open()
+    try:
+        await store.transact(_create_table)
+        await store.transact(_insert)
+        for _ in range(3):
+            assert (await store.health.check()).ok
+        other = await asyncio.create_subprocess_exec(
+            sys.executable, "-c",
+            f"import sqlite3; c = sqlite3.connect({str(path)!r}); "
+            "c.execute('SELECT count(*) FROM t').fetchall(); c.close()",
+        )  # fmt: skip
+        assert await other.wait() == 0
+        assert path.with_name("familiar.db-wal").exists()  # still ours: we hold our lock
+        await store.transact(_insert)
+        assert await _count(store) == 2
+    finally:
+        await store.close()
