@@ -11,6 +11,7 @@ compares it on every check; `quick_check` reads every page (at start and in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +70,9 @@ class SqliteHealth:
         self.identity = identity
         # Opened once, before SQLite opens the file, and closed after it (`close`): see
         # `header_problem` on why the header is never read through a fresh descriptor.
-        self._fd: int | None = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._fd: int | None = None
+        with contextlib.suppress(OSError):  # gone already: the identity check says so
+            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
     def close(self) -> None:
         """Once every SQLite connection of this process to the file is closed."""
