@@ -3,7 +3,9 @@
     FamiliarError
     ├── ConfigError              bad or missing configuration (names the key)
     ├── StoreError               the database failed or is unreachable
-    │   └── StoreFileError       the SQLite file cannot be used (names the file, the cause, a hint)
+    │   ├── StoreFileError       the SQLite file cannot be used (names the file, the cause, a hint)
+    │   ├── StoreFull            no space left for a write: refused until there is
+    │   └── StoreLost            corrupted, deleted, dropped: the gateway stops (not retryable)
     ├── BusError                 the bus refused an operation
     ├── RetryLater               rate-limited: try again after retry_after (not a failure)
     ├── ProviderError            the LLM call failed (carries status / retry_after)
@@ -41,6 +43,8 @@ __all__ = [
     "RetryLater",
     "StoreError",
     "StoreFileError",
+    "StoreFull",
+    "StoreLost",
     "TaskNotFound",
     "TaskRefused",
     "ToolError",
@@ -82,6 +86,16 @@ class StoreFileError(StoreError):
         self.path = path
         self.cause = " ".join(cause.split())
         super().__init__(f"the database {path} {self.cause} ({hint or self.HINT})")
+
+
+class StoreFull(StoreError):
+    """A write failed for lack of space (SQLite's SQLITE_FULL, ENOSPC, PostgreSQL's
+    disk_full). Nothing of it was stored; writes work again once there is space."""
+
+
+class StoreLost(StoreError):
+    """The store cannot be used any more: its file is corrupted, deleted or replaced, or
+    the database or its schema is gone. Retrying cannot help: the gateway stops."""
 
 
 class BusError(FamiliarError):

@@ -52,7 +52,7 @@ from gateway.control.server import (
 )
 from gateway.delivery import DeliveryFailures, delivery_worker
 from gateway.home_files import SocketPathTaken, check_socket_path, secure_home
-from gateway.http_errors import body_checks
+from gateway.http_errors import body_checks, store_errors
 from gateway.init import RUN_DIR, LoadedHome, ready_home, unusable_home
 from gateway.intake import Intake, drain_outbox
 from gateway.lock import CHANNELS_LOCK_FILE, LOCK_FILE, GatewayLocked, HomeLock
@@ -73,7 +73,7 @@ from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
 from gateway.role_readiness import roles_not_ready
 from gateway.stop_order import DRAIN_SIGNAL
 from gateway.store_migration import migrate_store
-from gateway.store_watch import StoreWatch
+from gateway.store_watch import StoreWatch, start_failed, store_lost_exit
 from gateway.supervisor import ChannelSupervisor
 from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
 from gateway.undelivered import delivery_check
@@ -323,8 +323,7 @@ class _Gateway:
                 print(f"familiar: {exc}", file=sys.stderr)
                 code = EX_CONFIG
             except (FamiliarError, OSError) as exc:
-                _fail(f"cannot start: {exc}")
-                code = 1
+                code = start_failed(exc, self.env)
             if code == 0:
                 code = await self._serve_ready(stop, own_process=own_signals)
         finally:
@@ -352,7 +351,7 @@ class _Gateway:
         return await self._serve_until(stop)
 
     async def _serve_until(self, stop: asyncio.Event) -> int:
-        """Wait for ``stop`` (exit 0) or for the store to be lost (exit 1)."""
+        """Wait for ``stop`` (exit 0) or for the store to be lost (`store_lost_exit`)."""
         waits = [asyncio.create_task(stop.wait()), asyncio.create_task(self.lost.wait())]
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -360,8 +359,7 @@ class _Gateway:
             for task in waits:
                 task.cancel()
         if self.lost.is_set():
-            sd_notify("STATUS=stopping: the database file was lost")
-            return 1
+            return store_lost_exit(self.watch, self.env)
         log.info("stopping")
         return 0
 
@@ -373,7 +371,7 @@ class _Gateway:
             channels = self._channels_here()
         self.store = Store(url=self.store_url, config=self.config.store)
         await self.store.open()
-        self.watch = StoreWatch(health=self.store.health, on_fatal=lambda _: self.lost.set())
+        self.watch = StoreWatch(store=self.store, on_fatal=lambda _: self.lost.set())
         self.watch.start()
         self.wakeups = _wakeups(self.store, self.home / RUN_DIR / WAKE_DIR, self.store_url)
         await self.wakeups.start()
@@ -466,7 +464,7 @@ class _Gateway:
         await self.metrics.start_tail(self.core.bus, self.core.events)
         if self.config.http.enabled:
             self.http_app = web.Application(
-                middlewares=[body_checks(too_large_hint="send a smaller body")]
+                middlewares=[store_errors, body_checks(too_large_hint="send a smaller body")]
             )
             add_health_routes(
                 self.http_app,
@@ -673,6 +671,19 @@ class _Gateway:
         if self.core is not None and self.supervisors and not self.lost.is_set():
             # (when lost, nothing reads the outbox)
             await drain_outbox(self.core.bus, [s.name for s in self.supervisors if s.running])
+        await self._close_channels()
+        if self.watch is not None:
+            await self.watch.stop()
+        if self.core is not None:
+            await self.core.stop(grace=0)
+            log.info("stopped role=%s", self.role_name)
+        elif self.store is not None:
+            await self.store.close()
+        if self.wakeups is not None:
+            await self.wakeups.stop()
+
+    async def _close_channels(self) -> None:
+        """Close the control socket, the HTTP port, MCP and every channel (last)."""
         await self.cli.stop()  # waiting control clients get "timeout": the reply is kept
         if self.control is not None:
             await self.control.close()
@@ -684,15 +695,6 @@ class _Gateway:
             await remote.stop()
         for supervisor in self.supervisors:
             await supervisor.stop()
-        if self.watch is not None:
-            await self.watch.stop()
-        if self.core is not None:
-            await self.core.stop(grace=0)
-            log.info("stopped role=%s", self.role_name)
-        elif self.store is not None:
-            await self.store.close()
-        if self.wakeups is not None:
-            await self.wakeups.stop()
 
     async def _stop_intake(self) -> None:
         """No new control requests, HTTP deliveries, check-ins, schedule firings or

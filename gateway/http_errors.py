@@ -10,15 +10,28 @@ a body over the app's ``client_max_size`` gets a 413 naming the limit. Errors ar
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable
 
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Middleware
 
+from core.errors import StoreError, StoreFull
 from gateway.sizes import size_text
 
-__all__ = ["Handler", "body_checks", "body_problem", "error_response", "media_type", "size_text"]
+__all__ = [
+    "Handler",
+    "body_checks",
+    "body_problem",
+    "error_response",
+    "media_type",
+    "size_text",
+    "store_error_status",
+    "store_errors",
+]
+
+log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -125,3 +138,19 @@ def _too_large(request: web.Request, hint: str) -> web.Response:
     limit, sent = request.client_max_size, request.content_length
     size = f" ({sent:,} bytes)" if sent is not None else ""
     return error_response(413, f"the request body is over {size_text(limit)}{size}; {hint}")
+
+
+def store_error_status(exc: StoreError) -> int:
+    """The HTTP status of a request that failed on the store: 507 for no space left (it
+    was not stored), 503 otherwise (unavailable, or lost and the gateway is stopping)."""
+    return 507 if isinstance(exc, StoreFull) else 503
+
+
+@web.middleware
+async def store_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A middleware: a `StoreError` becomes its JSON answer (`store_error_status`)."""
+    try:
+        return await handler(request)
+    except StoreError as exc:
+        log.warning("request failed on the store path=%s error=%s", request.path, exc)
+        return error_response(store_error_status(exc), str(exc))

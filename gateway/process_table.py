@@ -18,8 +18,10 @@ from typing import Any, Literal
 
 __all__ = [
     "EX_CONFIG",
+    "EX_STORE",
     "PARENT_FD_ENV",
     "PROCESSES_FILE",
+    "STORE_LOST_FIELD",
     "SUPERVISED_ENV",
     "ProcessInfo",
     "ProcessState",
@@ -34,6 +36,13 @@ __all__ = [
 EX_CONFIG = 78
 """Exit status for bad configuration (sysexits.h EX_CONFIG): a supervisor does not
 restart a child that exits with it before it was ever ready, it exits with it too."""
+EX_STORE = 74
+"""Exit status of a supervised role whose store cannot be used (sysexits.h EX_IOERR): the
+supervisor stops every role and exits 1 instead of restarting it. Only between the
+supervisor and its children: a process that nobody supervises exits 1."""
+STORE_LOST_FIELD = "FAMILIAR_STORE_LOST"
+"""The notification field a supervised role sends, before it exits with `EX_STORE`, to
+say why (one line: the file or URL and the cause)."""
 PARENT_FD_ENV = "FAMILIAR_PARENT_FD"
 """A pipe the supervisor holds open, in each child's environment: its end (EOF) stops
 the child."""

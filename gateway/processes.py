@@ -50,6 +50,7 @@ from pathlib import Path
 from core.errors import ConfigError
 from core.store.sqlite_file import sqlite_path
 from core.store.warm import warm_up
+from gateway.child_exits import describe_exit, fatal_exit, migration_exit
 from gateway.config import FamiliarConfig, store_url, workspace_dir
 from gateway.config_check import check_complete
 from gateway.home_files import secure_home
@@ -57,8 +58,8 @@ from gateway.init import RUN_DIR, LoadedHome, load_home, unusable_home
 from gateway.lock import LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.process_table import (
-    EX_CONFIG,
     PARENT_FD_ENV,
+    STORE_LOST_FIELD,
     SUPERVISED_ENV,
     ProcessInfo,
     ProcessState,
@@ -134,6 +135,8 @@ class _Child:
     started_mono: float = 0.0
     last_ping: float = 0.0
     error: str | None = None
+    lost: str | None = None
+    """Why it said the store is lost (`STORE_LOST_FIELD`), before it exited."""
     became_ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -289,10 +292,9 @@ class Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
-        elif proc.returncode == 0:
-            log.info("store migrated pid=%d", pid)
-        else:
-            log.warning("the store's migration pid=%d %s", pid, _describe_exit(proc.returncode))
+        elif (fatal := migration_exit(pid, proc.returncode)) is not None:
+            self.exit_code = fatal
+            self._stop.set()
 
     async def _fork(self, argv: list[str], env: dict[str, str]) -> int | None:
         """The pid of ``gateway.daemon`` with ``argv`` forked by the zygote; None without
@@ -322,13 +324,14 @@ class Supervisor:
             else:
                 assert child.proc is not None
                 code = await child.proc.wait()
-                child.error = _describe_exit(code)
-            if self.stopping:
+                self._on_notify()  # what it said just before it exited
+                child.error = describe_exit(code)
+            if self.stopping or self._stop.is_set():  # another role stopped it
                 return
             ran = time.monotonic() - child.started_mono
-            if code == EX_CONFIG and not child.ready and child.restarts == 0:
-                log.error("role=%s refused the configuration: stopping", child.name)
-                self.exit_code = EX_CONFIG
+            fatal = fatal_exit(child.name, code, child.ready, child.restarts, child.lost)
+            if fatal is not None:
+                self.exit_code = fatal
                 self._stop.set()
                 return
             child.ready = False
@@ -421,7 +424,7 @@ class Supervisor:
                 ),
                 None,
             )
-            child = next((c for c in self.children if pid is not None and c.pid == pid), None)
+            child = next((c for c in self.children if c.proc and c.proc.pid == pid), None)
             if child is not None:
                 self._heard(child, data.decode(errors="replace"))
 
@@ -435,6 +438,7 @@ class Supervisor:
             child.became_ready.set()
             log.info("role=%s pid=%s ready", child.name, child.pid)
             self._changed.set()
+        child.lost = fields.get(STORE_LOST_FIELD, child.lost)
         if fields.get("STOPPING") == "1" and not self.stopping:
             child.state = "stopping"
             self._changed.set()
@@ -522,12 +526,3 @@ async def _first(*waits: object) -> None:
     finally:
         for task in tasks:
             task.cancel()
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with status {code}"

@@ -9,14 +9,16 @@ first) finds it migrated.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
-from core.errors import ConfigError, FamiliarError
+from core.errors import ConfigError, FamiliarError, StoreError
 from core.store.engine import Store
 from gateway.config import store_url
 from gateway.init import LoadedHome, ready_home, unusable_home
 from gateway.logging_setup import setup_logging
+from gateway.process_table import EX_STORE, SUPERVISED_ENV
 
 __all__ = ["migrate_store"]
 
@@ -27,8 +29,8 @@ async def migrate_store(home: Path, loaded: LoadedHome | None = None) -> int:
 
     Returns:
         0 once the store is at the newest migration; 78 (EX_CONFIG) for bad
-        configuration and 1 when the store cannot be opened or migrated, with one line
-        on stderr saying why, as a role says it.
+        configuration and 1 when the store cannot be opened or migrated (`EX_STORE`
+        under the supervisor), with one line on stderr saying why, as a role says it.
     """
     try:
         config = (await ready_home(home, loaded)).config
@@ -40,6 +42,8 @@ async def migrate_store(home: Path, loaded: LoadedHome | None = None) -> int:
         await store.open()
     except (FamiliarError, OSError) as exc:
         print(f"familiar: cannot migrate the store: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 1
+        # The supervisor stops, rather than start roles on a store they cannot use.
+        supervised = isinstance(exc, StoreError) and os.environ.get(SUPERVISED_ENV)
+        return EX_STORE if supervised else 1
     await store.close()
     return 0

@@ -29,13 +29,18 @@ from channels.slack.intake import (
 )
 from channels.slack.live import STREAM_CHARS, LiveReply, Shown
 from channels.slack.render import error_line, split, to_mrkdwn
+from core.errors import StoreError
 from core.messages import OutboundMessage, new_message_id
 
-__all__ = ["REFUSAL", "SlackChannel"]
+__all__ = ["REFUSAL", "STORE_REFUSAL", "SlackChannel"]
 
 log = logging.getLogger(__name__)
 
 REFUSAL = "Sorry, I'm not set up to talk with you here. Ask my owner to add you."
+STORE_REFUSAL = (
+    "Sorry, I can't take messages right now: my storage is full or failing. "
+    "Please send that again in a few minutes."
+)
 """The one reply a user or conversation outside the allow-lists gets."""
 _MEMORY = 10_000
 """How many event ids, threads and parts sent are remembered (oldest forgotten first)."""
@@ -227,7 +232,11 @@ class SlackChannel:
         if not allowed(incoming, self.config):
             self._refuse(incoming)
             return
-        await self._publish(incoming)
+        try:
+            await self._publish(incoming)
+        except StoreError as exc:  # acked all the same: Slack's retries would fail alike
+            log.warning("slack message refused: %s", exc)
+            self._say(incoming, STORE_REFUSAL)
 
     async def _knows_thread(self, incoming: Incoming) -> bool:
         """Whether the bot is part of this channel thread (it has answered in it)."""
@@ -283,9 +292,13 @@ class SlackChannel:
             return
         self._refused.remember(key)
         log.info("slack refused user=%s channel=%s (allow-lists)", incoming.user, incoming.channel)
+        self._say(incoming, REFUSAL)
+
+    def _say(self, incoming: Incoming, text: str) -> None:
+        """Answer in the message's thread directly (not through the outbox)."""
         thread = incoming.reply_thread(self.config)
         if self._api is not None:
-            self._spawn(self._api.post(incoming.channel, REFUSAL, thread_ts=thread))
+            self._spawn(self._api.post(incoming.channel, text, thread_ts=thread))
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         async def run() -> None:
@@ -339,7 +352,12 @@ class SlackChannel:
             thread_ts=None,
             event_id=probe.event_id,
         )
-        await self._publish(incoming)
+        try:
+            await self._publish(incoming)
+        except StoreError as exc:
+            log.warning("slack /familiar refused: %s", exc)
+            await ack(text=STORE_REFUSAL)
+            return
         await ack()
 
     # -- outbound ------------------------------------------------------------------------

@@ -29,13 +29,18 @@ from channels.teams.sdk import (
     is_loopback,
     token_refusals,
 )
+from core.errors import StoreError
 from core.messages import Delivery, OutboundMessage, new_message_id
 
-__all__ = ["REFUSAL", "TeamsChannel"]
+__all__ = ["REFUSAL", "STORE_REFUSAL", "TeamsChannel"]
 
 log = logging.getLogger(__name__)
 
 REFUSAL = "Sorry, I'm not set up to talk with you here. Ask my owner to add you."
+STORE_REFUSAL = (
+    "Sorry, I can't take messages right now: my storage is full or failing. "
+    "Please send that again in a few minutes."
+)
 """The one reply a user or tenant outside the allow-lists gets."""
 _MEMORY = 10_000
 """How many refused activities and parts sent are remembered (oldest forgotten first)."""
@@ -188,7 +193,11 @@ class TeamsChannel:
         if not allowed(incoming, self.config):
             await self._refuse(context, incoming)
             return
-        await self._publish(incoming)
+        try:
+            await self._publish(incoming)
+        except StoreError as exc:  # not stored: say so rather than fail the activity
+            log.warning("teams message refused: %s", exc)
+            await context.send_activity(MessageFactory.text(STORE_REFUSAL))
 
     async def _publish(self, incoming: Incoming) -> None:
         context = self._context

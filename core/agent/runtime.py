@@ -11,8 +11,10 @@ from collections.abc import AsyncIterator
 
 from core.agent.commands import CommandRouter
 from core.agent.config import AgentConfig
+from core.agent.store_retry import StoreRetries
 from core.agent.turn import TurnControl, TurnHandler
 from core.bus.base import Claim, Inbox
+from core.errors import StoreError
 from core.logctx import log_context
 from core.messages import InboundMessage
 from core.sessions import SessionStore
@@ -102,6 +104,7 @@ class AgentRuntime:
         self._suspects = False
         self._suspects_read = -math.inf
         """Whether suspects wait, as last read (`loop.time()`), read at most per poll."""
+        self._store_retries = StoreRetries(inbox=inbox, owner=owner)
         commands.register(
             "stop",
             self._stop_command,
@@ -178,6 +181,7 @@ class AgentRuntime:
             await asyncio.gather(claim_loop, return_exceptions=True)
         try:
             await self._finish_running(grace)
+            await self._store_retries.stop()
         finally:
             if renewal is not None:
                 renewal.cancel()
@@ -295,6 +299,9 @@ class AgentRuntime:
                     if task is not None:
                         task.uncancel()
                     await self._turns.stopped(claim)
+                except StoreError as exc:  # nothing of it was stored: run it again soon
+                    log.warning("turn failed on the store; releasing it: %s", exc)
+                    self._store_retries.release_later(message.id)
                 except Exception:
                     log.exception("turn crashed; the message stays claimable after its lease")
                 finally:

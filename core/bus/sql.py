@@ -273,6 +273,7 @@ class SqlBus(SqlLookups, SuspectClaims):
             )
             return Published(message.id)
 
+        self._store.condition.refuse_new()
         published = await self._store.transact(job)
         if not published.duplicate:
             self._wake_claimers()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -14,7 +15,9 @@ from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from core.errors import StoreError, StoreFileError
+from core.store.condition import ConditionHealth, StoreCondition
 from core.store.config import StoreConfig
+from core.store.faults import first_line
 from core.store.health import ServerHealth, SqliteHealth, StoreHealth
 from core.store.migrate import upgrade_to_head
 from core.store.sqlite_file import no_create_url, prepare_sqlite_file, sqlite_path
@@ -44,6 +47,11 @@ class Store:
         self._health: StoreHealth | None = None
         self.path = sqlite_path(url) if self.dialect == "sqlite" else None
         """The SQLite database file (None on a server or in memory)."""
+        self.condition = StoreCondition(
+            where=str(self.path) if self.path else parsed.render_as_string(hide_password=True),
+            directory=self.path.parent if self.path else None,
+        )
+        """Out of space or lost, as this process saw it (see `core.store.condition`)."""
 
     @property
     def is_sqlite(self) -> bool:
@@ -51,10 +59,10 @@ class Store:
 
     @property
     def health(self) -> StoreHealth:
-        """Checks on the open store (see `core.store.health`)."""
+        """Checks on the open store (see `core.store.health`), behind its condition."""
         if self._health is None:
             raise StoreError("store is not open")
-        return self._health
+        return ConditionHealth(self._health, self.condition)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -74,7 +82,9 @@ class Store:
         """
         if self.path is not None:
             identity = await asyncio.to_thread(prepare_sqlite_file, self.path)
-            self._health = SqliteHealth(path=self.path, identity=identity)
+            self._health = await asyncio.to_thread(
+                functools.partial(SqliteHealth, path=self.path, identity=identity)
+            )
         kwargs: dict[str, Any] = {"echo": self.config.echo}
         if not self.is_sqlite:
             kwargs["pool_size"] = self.config.pool_size
@@ -98,9 +108,11 @@ class Store:
             try:
                 async with engine.begin() as conn:
                     await conn.run_sync(upgrade_to_head)
-            except SQLAlchemyError as exc:
+            except (SQLAlchemyError, OSError) as exc:  # OSError: the server is unreachable
                 await engine.dispose()
                 self._engine = None
+                if isinstance(self._health, SqliteHealth):
+                    self._health.close()
                 raise self._migration_error(exc) from exc
         if self._health is None:
             self._health = ServerHealth(engine=engine)
@@ -113,11 +125,11 @@ class Store:
             self._writer.start()
         log.info("store open dialect=%s", self.dialect)
 
-    def _migration_error(self, exc: SQLAlchemyError) -> StoreError:
-        cause = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    def _migration_error(self, exc: SQLAlchemyError | OSError) -> StoreError:
+        cause = first_line(exc)
         if self.path is not None:
             return StoreFileError(str(self.path), f"cannot be migrated ({cause})")
-        return StoreError(f"cannot migrate the database: {cause}")
+        return StoreError(f"the database {self.condition.where}: {cause}")
 
     async def transact(self, job: Job[T]) -> T:
         """Run ``job(connection)`` in a write transaction and return its result.
@@ -125,10 +137,14 @@ class Store:
         The hot path writes this way: on SQLite jobs are group-committed by one writer
         thread; on PostgreSQL each job is its own transaction on the async engine.
         """
-        if self._writer is not None:
-            return await self._writer.submit(job)
-        async with self.engine.begin() as conn:
-            return await conn.run_sync(job)
+        with self.condition.guard():
+            if self._writer is not None:
+                result = await self._writer.submit(job)
+            else:
+                async with self.engine.begin() as conn:
+                    result = await conn.run_sync(job)
+        self.condition.wrote()
+        return result
 
     async def write_one(self, job: Job[T]) -> T:
         """Run ``job``, which writes with ONE statement (atomic by itself), and return its
@@ -140,8 +156,11 @@ class Store:
         """
         if self._autocommit is None:
             return await self.transact(job)
-        async with self._autocommit.connect() as conn:
-            return await conn.run_sync(job)
+        with self.condition.guard():
+            async with self._autocommit.connect() as conn:
+                result = await conn.run_sync(job)
+        self.condition.wrote()
+        return result
 
     async def close(self) -> None:
         if self._writer is not None:
@@ -151,6 +170,8 @@ class Store:
             await self._engine.dispose()
             self._engine = None
             self._autocommit = None
+        if isinstance(self._health, SqliteHealth):
+            self._health.close()  # after SQLite's connections: it holds no lock now
         self._health = None
 
     async def fetch(self, query: Select[Any]) -> Sequence[RowMapping]:
@@ -166,8 +187,9 @@ class Store:
         A Core connection, not an ORM session: a session's first query costs each
         process a few MiB of ORM machinery, and every read here is a Core statement.
         """
-        async with (self._autocommit or self.engine).connect() as conn:
-            yield conn
+        with self.condition.guard():
+            async with (self._autocommit or self.engine).connect() as conn:
+                yield conn
 
 
 def _replace_closed_connections(engine: Engine) -> None:

@@ -24,6 +24,7 @@ from core.private_files import create_private_file, tighten
 __all__ = [
     "FileIdentity",
     "file_identity",
+    "header_problem",
     "no_create_url",
     "prepare_sqlite_file",
     "quick_check",
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 FileIdentity = tuple[int, int]
 """``(st_dev, st_ino)``: the same pair means the same file."""
 
+_MAGIC = b"SQLite format 3\0"
 _MAX_PROBLEMS_SHOWN = 1
 _NOT_A_DATABASE = ("file is not a database", "file is encrypted")
 
@@ -65,6 +67,23 @@ def file_identity(path: Path) -> FileIdentity:
     """The file's ``(st_dev, st_ino)``. Raises OSError (FileNotFoundError) if missing."""
     st = path.stat()
     return (st.st_dev, st.st_ino)
+
+
+def header_problem(fd: int) -> str | None:
+    """What is wrong with the first 16 bytes of the file open as ``fd`` (None when they
+    are SQLite's).
+
+    One small read, cheap enough for every readiness probe: a file overwritten from its
+    start is caught here before any statement reads the damage. An empty file is fine
+    (in WAL mode a new database may not have reached its file yet). ``fd`` stays open
+    for as long as SQLite has the file open in this process: closing any descriptor of
+    a file drops every POSIX lock the process holds on it, SQLite's locks included.
+    Blocking.
+    """
+    head = os.pread(fd, len(_MAGIC), 0)
+    if not head or head == _MAGIC:
+        return None
+    return "is not an SQLite database any more (its header was overwritten)"
 
 
 def prepare_sqlite_file(path: Path) -> FileIdentity:

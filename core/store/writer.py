@@ -176,13 +176,15 @@ class SqliteWriter:
                 while self._queue:
                     in_flight = self._queue[: self._max_batch]
                     self._queue = self._queue[self._max_batch :]
-                    await self._commit(in_flight)
+                    try:
+                        await self._commit(in_flight)
+                    except Exception as exc:  # a bug here must not stop the writer for good
+                        log.exception("sqlite writer failed a batch size=%d", len(in_flight))
+                        _fail(in_flight, StoreError(f"the write failed: {exc}"))
                     in_flight = []
         finally:
             # Cancelled from outside (loop teardown): nobody may wait forever.
-            for queued in [*in_flight, *self._queue]:
-                if not queued.future.done():
-                    queued.future.set_exception(StoreError("the store was closed mid-write"))
+            _fail([*in_flight, *self._queue], StoreError("the store was closed mid-write"))
             self._queue = []
 
     async def _commit(self, batch: list[_Queued]) -> None:
@@ -251,9 +253,19 @@ class SqliteWriter:
                     return [(False, exc)]
             outcomes: list[tuple[bool, Any]] = []
             for queued in batch:
+                # The outcome is known only once the commit returned: a commit that fails
+                # (the disk is full) fails the job that had run.
                 try:
                     with conn.begin():
-                        outcomes.append((True, queued.job(conn)))
+                        value = queued.job(conn)
                 except Exception as exc:
                     outcomes.append((False, exc))
+                else:
+                    outcomes.append((True, value))
             return outcomes
+
+
+def _fail(batch: list[_Queued], error: StoreError) -> None:
+    for queued in batch:
+        if not queued.future.done():
+            queued.future.set_exception(error)

@@ -202,7 +202,8 @@ async def _check_daemon(home: Path) -> list[_Check]:
     except (ControlError, TimeoutError) as exc:
         return [_Check(name, False, f"the gateway did not answer properly: {exc or 'timeout'}")]
     up = f"pid {result.get('pid')}, up {duration(result.get('uptime_s'))}"
-    checks = [_Check(name, True, up)] + [_running(c) for c in result.get("channels") or []]
+    checks = [_Check(name, True, up), _store_in_gateway(result.get("store_health"))]
+    checks += [_running(c) for c in result.get("channels") or []]
     checks += [_process(p) for p in result.get("processes") or []]
     sandbox = result.get("exec_sandbox")
     if isinstance(sandbox, dict):
@@ -212,6 +213,13 @@ async def _check_daemon(home: Path) -> list[_Check]:
     checks += [_mcp_server(s) for s in result.get("mcp") or [] if isinstance(s, dict)]
     checks += [_Check(*check) for check in undelivered_checks(result)]
     return checks
+
+
+def _store_in_gateway(health: Any) -> _Check:
+    """The store as the running gateway sees it (a full disk, a lost file)."""
+    if not isinstance(health, dict):
+        return _Check("store in the gateway", True, "not reported", warn=True)
+    return _Check("store in the gateway", bool(health.get("ok")), str(health.get("detail")))
 
 
 def _mcp_server(server: dict[str, Any]) -> _Check:

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from core.errors import StoreError
+from core.store.condition import FULL_BELOW
 from core.store.engine import Store
+from core.store.faults import free_bytes
 from core.store.sqlite_file import quick_check, sqlite_path
 from gateway.config import FamiliarConfig, store_url
 from gateway.init import RUN_DIR
@@ -54,7 +56,20 @@ def _sqlite_checks(home: Path, path: Path) -> list[StoreCheck]:
         return [StoreCheck(_NAME, False, f"{path} is not a file: move it away")]
     problem = quick_check(path, read_only=True)
     health = StoreCheck(_NAME, problem is None, f"{path} {problem or 'passes quick_check'}")
-    return [health, _private_check(path)]
+    return [health, _private_check(path), _space_check(path)]
+
+
+def _space_check(path: Path) -> StoreCheck:
+    """Room on the database's disk: a full disk makes the gateway refuse new messages."""
+    name = "store disk space"
+    try:
+        free = free_bytes(path.parent)
+    except OSError as exc:
+        return StoreCheck(name, False, f"cannot check {path.parent}: {exc.strerror}")
+    where = f"{free / 2**20:.1f} MiB free on the disk of {path.parent}"
+    if free < FULL_BELOW:
+        return StoreCheck(name, False, f"{where}: the disk is full; new messages are refused")
+    return StoreCheck(name, True, where)
 
 
 def _private_check(path: Path) -> StoreCheck:

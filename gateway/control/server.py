@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from channels.cli import CliChannel
 from core.app import CoreApp
-from core.errors import FamiliarError
+from core.errors import FamiliarError, StoreError
 from core.session_keys import check_session_key
 from core.sessions import SessionInfo
 from gateway.config import FamiliarConfig
@@ -32,7 +32,7 @@ from gateway.control.messages import MessageRoutes, error
 from gateway.control.protocol import MAX_BODY_BYTES
 from gateway.control.requests import ReadRequest, validation_message
 from gateway.control.tasks import add_task_routes
-from gateway.http_errors import body_checks
+from gateway.http_errors import body_checks, store_error_status
 from gateway.masking import masked_config
 from gateway.process_table import gateway_pid
 from gateway.provider_detect import ProviderChoice
@@ -87,7 +87,8 @@ async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResp
         return error(exc.status, exc.reason)
     except FamiliarError as exc:
         log.warning("control request failed path=%s error=%s", request.path, exc)
-        return error(500, str(exc))
+        status = store_error_status(exc) if isinstance(exc, StoreError) else 500
+        return error(status, str(exc))
 
 
 def build_control_app(

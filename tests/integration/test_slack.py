@@ -9,17 +9,21 @@ from pathlib import Path
 import pytest
 
 from channels.slack import REFUSAL
+from channels.slack.channel import STORE_REFUSAL
 from channels.slack.render import to_mrkdwn
 from gateway.daemon import EX_CONFIG, serve
 from tests.fakes.fake_openai import Delay, FakeOpenAI, Text
 from tests.fakes.fake_slack import FakeSlack, event_body
 from tests.integration.slack_rig import (
     SLACK,
+    Gateway,
     dm,
     gateway,
     mention,
     overrides,
 )
+from tests.small_disk import fill, small_disk
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -422,3 +426,30 @@ async def test_missing_tokens_exit_78_naming_the_key(
     )
     assert code == EX_CONFIG
     assert f"channels.slack.{key}" in capfd.readouterr().err
+
+
+async def test_a_message_that_cannot_be_stored_is_refused_in_its_thread_and_acked() -> None:
+    with small_disk(8) as disk:
+        home = disk / "home"
+        home.mkdir(mode=0o700)
+        async with FakeSlack() as slack, gateway(home, overrides(slack, None)) as gw:
+            await gw.running()
+            filler = await asyncio.to_thread(fill, disk)
+
+            async def full() -> bool:
+                return (await gw.readyz())[0] == 503
+
+            await eventually(full, timeout=15, what="the full disk noticed")
+            status, _, _ = await gw.post_event(event_body(dm("full?", ts="80.1")))
+            assert status == 200  # acked: Slack's retries would be refused alike
+            [refusal] = await slack.wait_for("chat.postMessage", thread_ts="80.1")
+            assert refusal.args["text"] == STORE_REFUSAL
+            filler.unlink()
+            await eventually(lambda: _ready(gw), timeout=15, what="room again")
+            await gw.post_event(event_body(dm("room?", ts="81.1")))
+            [reply] = await slack.wait_for("chat.postMessage", thread_ts="81.1")
+            assert reply.args["text"] == "echo: room?"
+
+
+async def _ready(gw: Gateway) -> bool:
+    return (await gw.readyz())[0] == 200

@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 
 from channels.teams import REFUSAL
+from channels.teams.channel import STORE_REFUSAL
 from gateway.daemon import EX_CONFIG, serve
 from tests.fakes.fake_openai import Delay, FakeOpenAI, Text
 from tests.fakes.fake_teams import APP_ID, WRONG_SECRET, FakeTeams, message
 from tests.integration.teams_rig import TEAMS, gateway, overrides
+from tests.small_disk import fill, small_disk
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -300,3 +303,31 @@ async def test_a_service_url_off_microsofts_hosts_is_refused_by_default(home: Pa
             report = await gw.status()
     assert status == 401 and llm.log == [] and teams.activities == []
     assert report["queue"] == {"pending": 0, "claimed": 0}
+
+
+async def test_a_message_that_cannot_be_stored_is_refused_in_its_conversation() -> None:
+    with small_disk(8) as disk:
+        home = disk / "home"
+        home.mkdir(mode=0o700)
+        async with FakeTeams() as teams, gateway(home, teams, overrides(teams, None)) as gw:
+            await gw.running()
+            filler = await asyncio.to_thread(fill, disk)
+
+            async def full() -> bool:
+                return (await gw.readyz())[0] == 503
+
+            await eventually(full, timeout=15, what="the full disk noticed")
+            url = teams.service_url
+            status, _, _ = await gw.post(message("full?", service_url=url, activity_id="81"))
+            assert status < 300, status
+            [refusal] = await teams.wait_for(conversation="a:1-alice-personal")
+            assert refusal.text == STORE_REFUSAL
+            filler.unlink()
+
+            async def ready() -> bool:
+                return (await gw.readyz())[0] == 200
+
+            await eventually(ready, timeout=15, what="room again")
+            await gw.post(message("room?", service_url=url, activity_id="82"))
+            replies = await teams.wait_for(count=2, conversation="a:1-alice-personal")
+            assert replies[1].text == "echo: room?"
