@@ -73,7 +73,9 @@ class AgentRuntime:
     A message whose last attempt was interrupted (a *suspect*, `core.bus.suspects`)
     runs alone: it is claimed only while no other turn runs here, and nothing else is
     claimed while it holds its slot. While suspects wait, no new work is claimed until
-    the running turns (those holding slots) are done.
+    the running turns (those holding slots) are done. A suspect waiting on a subagent
+    holds no slot, so the subagent's message (a suspect too when both were interrupted)
+    can run; a crash then charges the chain, never an unrelated message.
     """
 
     def __init__(
@@ -97,8 +99,9 @@ class AgentRuntime:
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._alone: str | None = None
-        """The suspect running alone (its message id)."""
+        self._alone: set[str] = set()
+        """The suspects running alone (message ids): one, or a chain of them when a
+        suspect waits on a subagent whose message is a suspect too."""
         self.draining = False
         """Taking no new work until the running turns end, so a suspect can run alone."""
         self._suspects = False
@@ -227,17 +230,18 @@ class AgentRuntime:
 
     async def _suspect_first(self) -> bool:
         """Run a suspect alone, or wait for that; False: claim as usual now."""
-        alone = self._running.get(self._alone) if self._alone is not None else None
-        if alone is not None and alone.holding:
+        alone = [r for m in self._alone if (r := self._running.get(m)) is not None]
+        if any(r.holding for r in alone):
             await self._wait_for_work(None)  # it runs alone: nothing else meanwhile
             return True
-        if self._running:
-            # Drain while suspects wait, unless every running turn waits on other
-            # sessions' work (which needs claiming to finish).
-            self.draining = self.slots_in_use > 0 and await self._suspects_waiting()
+        if self._running and self.slots_in_use > 0:
+            self.draining = await self._suspects_waiting()  # drain while suspects wait
             if self.draining:
                 await self._wait_for_work(None)
             return self.draining
+        # Nothing here holds a slot: every running turn (if any) waits on other sessions'
+        # work, which may itself be a suspect (a subagent's message interrupted with its
+        # parent's); it runs alone beside those that wait.
         self.draining = False
         try:
             claim = await self._inbox.claim_suspect(
@@ -249,7 +253,7 @@ class AgentRuntime:
         if claim is None:
             self._suspects = False
             return False
-        self._alone = claim.message.id
+        self._alone.add(claim.message.id)
         self._start_turn(claim)
         return True
 
@@ -306,8 +310,7 @@ class AgentRuntime:
                     log.exception("turn crashed; the message stays claimable after its lease")
                 finally:
                     self._running.pop(message.id, None)
-                    if self._alone == message.id:
-                        self._alone = None
+                    self._alone.discard(message.id)
                     self._grant()
                     self._slot_freed.set()
 
