@@ -301,7 +301,7 @@ async def test_readyz_is_503_until_every_role_serves(home: Path) -> None:
                     break
                 await asyncio.sleep(0.02)
             assert {p["state"] for p in table.values()} == {"running"}
-            assert sorted(table) == ["agent-1", "agent-2", "channels", "scheduler"]
+            assert sorted(table) == ["agent-1", "agent-2", "channels", "scheduler", "supervisor"]
             waiting = [body["reasons"] for status, body in seen if status == 503]
             # The front served /readyz while other roles were still starting, and said so.
             assert any(
