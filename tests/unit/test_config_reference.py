@@ -16,8 +16,9 @@ from gateway.plugins import CHANNELS_GROUP, discover_channels
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "configuration-reference.md"
-REGENERATE = "make docs-reference  (python -m gateway.config_reference --output " + str(
-    PAGE.relative_to(ROOT)
+REGENERATE = (
+    "make docs-reference (= python -m gateway.config_reference --output "
+    "docs/configuration-reference.md)"
 )
 LOOP = importlib.metadata.EntryPoint(
     name="loop", value="tests.fakes.fake_platform:plugin", group=CHANNELS_GROUP
