@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
@@ -183,21 +182,25 @@ def _annotation_text(annotation: Any) -> str:
     return str(annotation)
 
 
+_LIMITS = {
+    "ge": "≥ {}",
+    "gt": "> {}",
+    "le": "≤ {}",
+    "lt": "< {}",
+    "min_length": "at least {} long",
+    "max_length": "at most {} long",
+}
+"""Constraints pydantic keeps in a field's metadata (annotated-types' ``Ge``, ``Le``...),
+by the attribute each one carries."""
+
+
 def _limits(metadata: list[Any]) -> str:
     parts = []
     for item in metadata:
-        if isinstance(item, Ge):
-            parts.append(f"≥ {item.ge}")
-        elif isinstance(item, Gt):
-            parts.append(f"> {item.gt}")
-        elif isinstance(item, Le):
-            parts.append(f"≤ {item.le}")
-        elif isinstance(item, Lt):
-            parts.append(f"< {item.lt}")
-        elif isinstance(item, MinLen):
-            parts.append(f"at least {item.min_length} long")
-        elif isinstance(item, MaxLen):
-            parts.append(f"at most {item.max_length} long")
+        for attribute, text in _LIMITS.items():
+            value = getattr(item, attribute, None)
+            if value is not None:
+                parts.append(text.format(value))
     return ", ".join(parts)
 
 
