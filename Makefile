@@ -8,13 +8,15 @@ STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --no-input --disable-pip-version-check
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test test-fast lint bench deps-system clean
+.PHONY: help venv run test test-fast lint docs docs-reference bench deps-system clean
 
 help:
 	@echo "make run          create/update $(VENV), then run the gateway in the foreground"
 	@echo "                  (FAMILIAR_HOME from the environment, default ~/.familiar)"
-	@echo "make test         ruff, ruff format --check, mypy, lint-imports, pytest (what CI runs)"
+	@echo "make test         ruff, ruff format --check, mypy, lint-imports, the docs site, pytest (what CI runs)"
 	@echo "make test-fast    pytest -m 'not slow'"
+	@echo "make docs         build the docs site into $(SITE)/ (mkdocs build --strict)"
+	@echo "make docs-reference  regenerate docs/configuration-reference.md from the config models"
 	@echo "make bench        benchmarks in tests/bench"
 	@echo "make deps-system  as root on apt systems: install systemd-analyze and bubblewrap for the tests"
 	@echo "PYTHON=...        interpreter for the venv (>= 3.11; default python3)"
@@ -42,7 +44,7 @@ run: $(STAMP)
 # workers fit two cores; a file's tests stay on one worker (--dist loadfile).
 PYTEST_WORKERS ?= 3
 
-test: deps-system lint
+test: deps-system lint docs
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
@@ -50,6 +52,16 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# The docs site (mkdocs.yml): strict, so a broken link or anchor, or a page missing from
+# the navigation, fails the build (never --quiet: it hides the warnings strict counts).
+SITE ?= .site
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(SITE)
+
+docs-reference: $(STAMP)
+	$(BIN)/python -m gateway.config_reference --output docs/configuration-reference.md
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow"
@@ -108,4 +120,4 @@ deps-system:
 	fi
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info $(SITE)

@@ -65,8 +65,11 @@ class HttpConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
+    """Serve HTTP; false: no health, metrics, webhook, Slack HTTP mode or Teams."""
     host: str = "127.0.0.1"
+    """Address to bind; anything but loopback exposes the routes (a warning at start)."""
     port: int = Field(default=8787, ge=0, le=65535)
+    """Port to bind (0 picks a free one)."""
 
     def exposure(self, bound_port: int | None = None) -> str | None:
         """A warning when ``host`` is not a loopback address (None when it is, or off).

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import importlib.metadata
-import inspect
-import itertools
-import json
 import logging
 import os
-import re
 import sys
 import textwrap
 from collections.abc import Iterable, Mapping
@@ -18,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel
 
 from core.errors import ConfigError
 from core.private_files import private_dir
 from core.workspace import scaffold_workspace
 from gateway.config import CONFIG_FILE, FamiliarConfig, config_model, load_config, workspace_dir
+from gateway.config_docs import class_summary, field_docs, toml_key, toml_value
+from gateway.config_docs import defaults as config_defaults
 from gateway.home import RUN_DIR
 from gateway.logging_setup import LogConfig, setup_logging
 from gateway.plugins import ChannelPlugins, discover_channels
@@ -51,9 +48,6 @@ _HEADER = """\
 # as it is. Environment variables FAMILIAR_<SECTION>__<KEY> override this file
 # (e.g. FAMILIAR_PROVIDER__BASE_URL, FAMILIAR_HTTP__PORT).
 """
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_ATTRIBUTE = re.compile(r"(\w+)(?:\s*\(.*?\))?:\s*(.*)")
-_INLINE_MAX = 60
 
 
 @dataclass(frozen=True)
@@ -190,8 +184,8 @@ def render_default_config(model: type[BaseModel] | None = None) -> str:
         model = config_model(discover_channels())
     lines = [_HEADER]
     sections: list[tuple[str, BaseModel, type[BaseModel]]] = []
-    defaults = _defaults(model)
-    docs = _field_docs(model)
+    defaults = config_defaults(model)
+    docs = field_docs(model)
     for name, value in defaults.items():
         if isinstance(value, BaseModel):
             sections.append((name, value, type(value)))
@@ -202,24 +196,15 @@ def render_default_config(model: type[BaseModel] | None = None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _defaults(model: type[BaseModel]) -> dict[str, Any]:
-    return {
-        name: field.get_default(call_default_factory=True)
-        for name, field in model.model_fields.items()
-    }
-
-
 def _section(path: str, value: BaseModel, cls: type[BaseModel]) -> list[str]:
     lines = [""]
-    # Only the class's own docstring: a plugin's config without one must not show its
-    # base class's.
-    summary = inspect.cleandoc(cls.__dict__.get("__doc__") or "").split("Attributes:", 1)[0]
+    summary = class_summary(cls)
     if summary:
         lines.extend(_comment(summary))
     # Commented too: a header may then be declared once further down, by a table
     # copied from the docs, without "Cannot declare ('provider',) twice".
     lines.append(f"# [{path}]")
-    docs = _field_docs(cls)
+    docs = field_docs(cls)
     nested: list[tuple[str, BaseModel]] = []
     for name in cls.model_fields:
         field_value = getattr(value, name)
@@ -228,7 +213,7 @@ def _section(path: str, value: BaseModel, cls: type[BaseModel]) -> list[str]:
         else:
             lines.extend(_entry(name, field_value, docs.get(name)))
     for name, sub in nested:
-        lines.extend(_section(f"{path}.{_key(name)}", sub, type(sub)))
+        lines.extend(_section(f"{path}.{toml_key(name)}", sub, type(sub)))
     return lines
 
 
@@ -237,105 +222,14 @@ def _entry(name: str, value: Any, doc: str | None) -> list[str]:
     if doc:
         lines.extend(_comment(doc))
     if value is None:
-        lines.append(f"# {_key(name)} =   (not set)")
+        lines.append(f"# {toml_key(name)} =   (not set)")
         return lines
-    rendered = _value(value)
+    rendered = toml_value(value)
     first, *rest = rendered.split("\n")
-    lines.append(f"# {_key(name)} = {first}")
+    lines.append(f"# {toml_key(name)} = {first}")
     lines.extend(f"# {line}" for line in rest)
     return lines
 
 
 def _comment(text: str) -> list[str]:
     return [f"# {line}".rstrip() for line in textwrap.wrap(" ".join(text.split()), width=86)]
-
-
-def _key(name: str) -> str:
-    return name if _BARE_KEY.fullmatch(name) else json.dumps(name)
-
-
-def _value(value: Any) -> str:
-    """``value`` as TOML (lists that do not fit on a line get one item per line)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str | Path):
-        text = str(value)
-        if "'" not in text and not any(ord(c) < 32 or ord(c) == 127 for c in text):
-            return f"'{text}'"
-        return json.dumps(text, ensure_ascii=False)
-    if isinstance(value, SecretStr):  # a default, not a user's secret (usually empty)
-        return _value(value.get_secret_value())
-    if isinstance(value, BaseModel):
-        return _value(value.model_dump(mode="json", exclude_none=True))
-    if isinstance(value, dict):
-        items = ", ".join(f"{_key(str(k))} = {_value(v)}" for k, v in value.items())
-        return "{ " + items + " }" if items else "{}"
-    if isinstance(value, list | tuple | set | frozenset):
-        parts = [_value(v) for v in value]
-        inline = "[" + ", ".join(parts) + "]"
-        if len(inline) <= _INLINE_MAX and "\n" not in inline:
-            return inline
-        return "[\n" + "".join(f"    {p},\n" for p in parts) + "]"
-    raise TypeError(f"no TOML form for a default of type {type(value).__name__}")
-
-
-def _field_docs(cls: type[BaseModel]) -> dict[str, str]:
-    """Descriptions of ``cls``'s fields: ``Attributes:`` docs, attribute docstrings,
-    ``Field(description=...)``, later ones winning, base classes first."""
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if not (isinstance(klass, type) and issubclass(klass, BaseModel)) or klass is BaseModel:
-            continue
-        docs.update(_attributes_section(klass.__doc__ or ""))
-        docs.update(_attribute_docstrings(klass))
-    for name, field in cls.model_fields.items():
-        if field.description:
-            docs[name] = field.description
-    return docs
-
-
-def _attributes_section(docstring: str) -> dict[str, str]:
-    docs: dict[str, str] = {}
-    lines = inspect.cleandoc(docstring).splitlines()
-    try:
-        start = next(i for i, line in enumerate(lines) if line.strip() == "Attributes:")
-    except StopIteration:
-        return docs
-    current: str | None = None
-    for line in lines[start + 1 :]:
-        if not line.strip():
-            current = None
-            continue
-        indent = len(line) - len(line.lstrip())
-        if indent == 0:
-            break
-        match = _ATTRIBUTE.fullmatch(line.strip())
-        if indent <= 4 and match:
-            current = match.group(1)
-            docs[current] = match.group(2)
-        elif current is not None:
-            docs[current] += " " + line.strip()
-    return docs
-
-
-def _attribute_docstrings(klass: type) -> dict[str, str]:
-    """``x: int = 1`` followed by a string literal: that literal documents ``x``."""
-    try:
-        source = textwrap.dedent(inspect.getsource(klass))
-    except (OSError, TypeError):
-        return {}
-    tree = ast.parse(source)
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-    docs: dict[str, str] = {}
-    for node, after in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[node.target.id] = inspect.cleandoc(after.value.value)
-    return docs

@@ -21,7 +21,10 @@ class LogConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Least severe level logged."""
     format: Literal["auto", "json", "text"] = "auto"
+    """``json``: one JSON object per line (for journald); ``text``: for people; ``auto``:
+    JSON when stderr is not a terminal."""
 
 
 class _JsonFormatter(logging.Formatter):

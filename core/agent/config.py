@@ -15,6 +15,7 @@ class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = "familiar"
+    """The assistant's name, shown to the model in the runtime block of its system prompt."""
     max_iterations: int = Field(default=20, ge=1, le=500)
     """LLM calls per message before the loop stops."""
     max_continuations: int = Field(default=5, ge=0, le=100)
@@ -28,6 +29,8 @@ class AgentConfig(BaseModel):
     poll_interval: float = Field(default=1.0, gt=0)
     """Fallback check for work published by other processes or expired leases."""
     stream: bool = True
+    """Stream the model's answers (channels show them as they are written); false makes one
+    whole call per step."""
     shutdown_grace: float = Field(default=10.0, ge=0)
     """On stop, running turns get this long to finish; the rest stay claimable."""
     context: ContextConfig = Field(default_factory=ContextConfig)

@@ -16,10 +16,13 @@ class EmbeddingsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = False
+    """Embed memory entries and blend vector similarity into recall."""
     base_url: str = "http://127.0.0.1:11434/v1"
     """Up to and including ``/v1``; ``/embeddings`` is appended."""
     api_key: SecretStr | None = None
+    """Sent as a bearer token when set."""
     model: str = "nomic-embed-text"
+    """The embedding model the endpoint serves."""
     dimensions: int | None = Field(default=None, ge=1, le=8192)
     """Asked of the endpoint when set (models that can shorten their vectors)."""
     weight: float = Field(default=0.5, ge=0.0, le=1.0)

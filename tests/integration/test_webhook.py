@@ -378,11 +378,10 @@ async def test_metrics_count_refusals(home: Path, fake: FakeOpenAI) -> None:
         assert "hook=" not in text and not re.search(r'"(ci|bot|both)"', text)
 
 
-def _readme_shell_blocks() -> list[str]:
-    """The ``sh`` code blocks of the README's Webhooks section, dedented."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("\n### Webhooks\n", 1)[1].split("\n### ", 1)[0]
-    blocks = re.findall(r"^( *)```sh\n(.*?)^\1```", section, flags=re.MULTILINE | re.DOTALL)
+def _documented_shell_blocks() -> list[str]:
+    """The ``sh`` code blocks of the webhook channel's page (docs/channels/webhooks.md)."""
+    page = (Path(__file__).parents[2] / "docs" / "channels" / "webhooks.md").read_text()
+    blocks = re.findall(r"^( *)```sh\n(.*?)^\1```", page, flags=re.MULTILINE | re.DOTALL)
     return [textwrap.dedent(body) for _, body in blocks]
 
 
@@ -404,8 +403,8 @@ async def _bash(script: str, **env: str) -> dict[str, object]:
 
 
 @pytest.mark.skipif(not (shutil.which("curl") and shutil.which("openssl")), reason="curl, openssl")
-async def test_the_readme_curl_and_openssl_examples_work(home: Path, fake: FakeOpenAI) -> None:
-    send, with_token, poll = _readme_shell_blocks()
+async def test_the_documented_curl_and_openssl_examples_work(home: Path, fake: FakeOpenAI) -> None:
+    send, with_token, poll = _documented_shell_blocks()
     secret, token = "a-long-random-string", "another-long-random-string"
     hooks = f'[channels.webhook.hooks.ci]\nsecret = "{secret}"\ntoken = "{token}"\n'
     write_webhook_config(home, provider=_provider(fake), hooks=hooks)

@@ -25,7 +25,7 @@ def test_benchmark_module_imports(name: str) -> None:
 
 
 def test_make_bench_runs_every_benchmark() -> None:
-    # The README's figures are what `make bench` prints: a benchmark left out of the
+    # docs/benchmarks.md's figures are what `make bench` prints: a benchmark left out of the
     # target has figures nobody reruns with it.
     makefile = (Path(__file__).parents[2] / "Makefile").read_text()
     recipe = makefile.split("\nbench:", 1)[1].split("\n\n", 1)[0]
