@@ -28,8 +28,8 @@ from core.agent.config import AgentConfig
 from core.errors import ConfigError
 from core.hooks import HooksConfig
 from core.mcp.config import McpConfig
-from core.providers.aliases import ModelAliases
 from core.memory.config import MemoryConfig
+from core.providers.aliases import ModelAliases
 from core.providers.config import ProviderConfig
 from core.scheduling import SchedulerConfig
 from core.store.config import StoreConfig

@@ -22,11 +22,12 @@ _LINE_CHARS = 120
 _QUERY_CHARS = 4000
 _ELLIPSIS = "…"
 _WORD = re.compile(r"[a-z0-9][a-z0-9+#]*")
-_STOP = frozenset(
+_STOP_WORDS = (
     "the and for with this that you your are use used when what which from into can "
     "will should would have has not all any but its our out who how why also agent "
-    "agents user users task tasks help helps please want need".split()
+    "agents user users task tasks help helps please want need"
 )
+_STOP = frozenset(_STOP_WORDS.split())
 _MAX_INDEXES = 8
 
 

@@ -180,9 +180,7 @@ class ContextBuilder:
             sections.append(self._tools_block(tools))
         if any(a.group > 0 for a in agents):
             sections.append(
-                agents_section(
-                    agents, query=agents_query, max_chars=self._config.agents_max_chars
-                )
+                agents_section(agents, query=agents_query, max_chars=self._config.agents_max_chars)
             )
         if extra and extra.strip():
             sections.append(extra.strip())

@@ -9,9 +9,10 @@ Agent files name models the way their tools do: Claude Code's ``sonnet``, ``opus
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pydantic import RootModel, field_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = ["ModelAliases", "ModelChoice"]
 
@@ -39,33 +40,41 @@ def _key(name: str) -> str:
     return " ".join(name.lower().split())
 
 
-class ModelAliases(RootModel[dict[str, str]]):
-    """The ``[models]`` table: ``alias = "provider model id"``.
+class ModelAliases(BaseModel):
+    """The ``[models]`` table: ``alias = "provider model id"``, one line per name.
 
     Keys may be short aliases (``sonnet = "claude-sonnet-4-5"``) or display names
     (``"Claude Sonnet 4.6" = "claude-sonnet-4-6"``); they match case-insensitively.
     """
 
-    root: dict[str, str] = {}
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, str] = Field(init=False)
 
-    @field_validator("root")
     @classmethod
-    def _check(cls, table: dict[str, str]) -> dict[str, str]:
+    def of(cls, table: Mapping[str, str]) -> ModelAliases:
+        """The table of ``table`` (checked as the config file's would be)."""
+        return cls.model_validate(dict(table))
+
+    @property
+    def table(self) -> dict[str, str]:
+        """Alias -> provider model id."""
+        return dict(self.model_extra or {})
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelAliases:
         seen: dict[str, str] = {}
-        for alias, model in table.items():
+        for alias, model in self.table.items():
             if not _key(alias):
                 raise ValueError("an alias must not be empty")
             if not model.strip() or _DISPLAY.search(model.strip()):
-                raise ValueError(
-                    f"models.{alias}: {model!r} is not a model id (no spaces or brackets)"
-                )
+                raise ValueError(f"{alias}: {model!r} is not a model id (no spaces or brackets)")
             if _key(alias) in seen:
                 raise ValueError(
-                    f"models: {alias!r} and {seen[_key(alias)]!r} are the same alias "
+                    f"{alias!r} and {seen[_key(alias)]!r} are the same alias "
                     "(aliases match case-insensitively)"
                 )
             seen[_key(alias)] = alias
-        return {alias: model.strip() for alias, model in table.items()}
+        return self
 
     def resolve(self, name: str | None) -> ModelChoice:
         """The provider model id for ``name`` (an alias, a display name or an id).
@@ -78,12 +87,13 @@ class ModelAliases(RootModel[dict[str, str]]):
         if name is None or not name.strip() or _key(name) == INHERIT:
             return ModelChoice(None)
         wanted = _key(name)
-        for alias, model in self.root.items():
+        table = self.table
+        for alias, model in table.items():
             if _key(alias) == wanted:
-                return ModelChoice(model)
-        for model in self.root.values():
-            if model.lower() == wanted:
-                return ModelChoice(model)  # an id the table gives, spelt in other case
+                return ModelChoice(model.strip())
+        for model in table.values():
+            if model.strip().lower() == wanted:
+                return ModelChoice(model.strip())  # an id the table gives, spelt in other case
         text = name.strip()
         if wanted in _CLAUDE_ALIASES or _DISPLAY.search(text):
             return ModelChoice(

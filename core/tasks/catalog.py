@@ -147,7 +147,9 @@ class AgentCatalog:
                 problem.message,
             )
         for shadowed in found.shadowed:
-            log.info("agent %s from %s is shadowed by %s", shadowed.name, shadowed.path, shadowed.by)
+            log.info(
+                "agent %s from %s is shadowed by %s", shadowed.name, shadowed.path, shadowed.by
+            )
         agents = dict(self._builtins)
         for spec in found.agents:
             if spec.name in agents and agents[spec.name].source is not None:
@@ -157,9 +159,7 @@ class AgentCatalog:
             agents[spec.name] = spec
             self._report(spec)
         listing = _listing(agents.values(), self._sources)
-        return _Loaded(
-            agents, listing, tuple(found.problems), tuple(found.shadowed), signature
-        )
+        return _Loaded(agents, listing, tuple(found.problems), tuple(found.shadowed), signature)
 
     def _report(self, spec: AgentSpec) -> None:
         """Log what of ``spec``'s file maps to nothing, once per file and note."""
@@ -170,7 +170,9 @@ class AgentCatalog:
                 log.warning("agent %s file=%s: %s", spec.name, spec.source, note)
 
 
-def _listing(agents: Iterable[AgentSpec], sources: Sequence[AgentSource]) -> tuple[AgentListing, ...]:
+def _listing(
+    agents: Iterable[AgentSpec], sources: Sequence[AgentSource]
+) -> tuple[AgentListing, ...]:
     return tuple(
         AgentListing(a.name, a.description, a.display_name, _group(a, sources)) for a in agents
     )

@@ -144,9 +144,7 @@ async def agents_list(
         listed.append(item)
     found: dict[str, Any] = {"agents": listed, "total": len(agents)}
     if len(chosen) > limit:
-        found["more"] = (
-            f"{len(chosen) - limit} more match; narrow the query or raise the limit"
-        )
+        found["more"] = f"{len(chosen) - limit} more match; narrow the query or raise the limit"
     return found
 
 

@@ -48,7 +48,7 @@ Summarise notes/ in five bullets.
 
 def test_copilot_agent_maps_aliases_and_mcp_forms(tmp_path: Path) -> None:
     github = ToolVocabulary.of(BUILTIN_TOOLS, ["github"])
-    models = ModelAliases({"Claude Sonnet 4.5": "claude-sonnet-4-5"})
+    models = ModelAliases.of({"Claude Sonnet 4.5": "claude-sonnet-4-5"})
     spec = parse_agent(
         COPILOT, path=tmp_path / "reviewer.agent.md", vocabulary=github, models=models
     )

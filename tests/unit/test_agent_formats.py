@@ -22,7 +22,7 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
 CSHARP = FIXTURES / "copilot" / "csharp-expert.agent.md"
 REVIEWER = FIXTURES / "claude" / "code-reviewer.md"
 PLANNER = FIXTURES / "vscode" / "planner.chatmode.md"
-MODELS = ModelAliases(
+MODELS = ModelAliases.of(
     {"sonnet": "claude-sonnet-4-5", "Claude Sonnet 4.6": "claude-sonnet-4-6", "x": "gpt-4.1"}
 )
 
@@ -221,9 +221,9 @@ def test_model_names_resolve_through_the_models_table(
 
 def test_a_bad_models_table_is_refused() -> None:
     with pytest.raises(ValidationError, match="same alias"):
-        ModelAliases({"Sonnet": "a", "sonnet": "b"})
+        ModelAliases.of({"Sonnet": "a", "sonnet": "b"})
     with pytest.raises(ValidationError, match="not a model id"):
-        ModelAliases({"sonnet": "Claude Sonnet 4.5"})
+        ModelAliases.of({"sonnet": "Claude Sonnet 4.5"})
 
 
 def test_vscode_chat_modes_load_from_their_folder(tmp_path: Path) -> None:

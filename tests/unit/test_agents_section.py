@@ -34,7 +34,7 @@ def _write_agents(folder: Path, count: int) -> None:
         (folder / f"{topic}-{kind}-{n:03d}.agent.md").write_text(
             "---\n"
             f"name: '{topic.title()} {kind.title()} #{n}'\n"
-            f"description: 'A {kind} for {topic} projects: reads the code, explains each finding.'\n"
+            f"description: 'A {kind} for {topic} projects: reads code, explains findings.'\n"
             "tools: ['read', 'search', 'execute/runInTerminal']\n"
             "---\n"
             f"You are a {kind} for {topic}.\n"
