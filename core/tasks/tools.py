@@ -29,7 +29,8 @@ async def sessions_spawn(
 
     sync (default) waits and returns its result; background returns its agent_id at once
     and its result arrives later as a handoff message. Several spawns in one response
-    run at the same time. agents_list shows the agent types.
+    run at the same time. The system prompt lists agent types; agents_list with a
+    query finds the others.
 
     Args:
         agent_type: The kind of agent (general-purpose, explore, task, rubber-duck or a
@@ -38,7 +39,7 @@ async def sessions_spawn(
         description: A few words on what it does (shown in lists).
         name: Give it a name to keep it for more turns (subagents send wakes it).
         mode: sync (wait for the result) or background (return at once).
-        model: A model to use instead of the default.
+        model: A model to use instead of the agent's (an id, or an alias of [models]).
     """
     request = SpawnRequest(
         owner_key=ctx.session_key,

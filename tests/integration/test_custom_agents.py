@@ -173,16 +173,21 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
 
 
 @pytest.mark.parametrize(
-    ("model_line", "sent"),
+    ("model_line", "asked", "sent"),
     [
-        ("model: sonnet", "claude-sonnet-4-5"),  # an alias of [models]
-        ("model: Claude Sonnet 4.6", "claude-sonnet-4-6"),  # a display name
-        ("model: opus", "fake"),  # not in [models]: the parent's model
-        ("model: inherit", "fake"),
+        ("model: sonnet", None, "claude-sonnet-4-5"),  # an alias of [models]
+        ("model: Claude Sonnet 4.6", None, "claude-sonnet-4-6"),  # a display name
+        ("model: opus", None, "fake"),  # not in [models]: the parent's model
+        ("model: inherit", None, "fake"),
+        ("model: inherit", "SONNET", "claude-sonnet-4-5"),  # sessions_spawn's model
     ],
 )
 async def test_an_agent_model_reaches_the_provider_as_the_configured_id(
-    tmp_path: Path, model_line: str, sent: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    model_line: str,
+    asked: str | None,
+    sent: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from core.providers.aliases import ModelAliases
 
@@ -199,7 +204,8 @@ async def test_an_agent_model_reaches_the_provider_as_the_configured_id(
             return "looks fine"
         if (result := last_text(messages)) is not None:
             return f"parent got: {result}"
-        return [("sessions_spawn", {"agent_type": "code-reviewer", "prompt": "review"})]
+        spawn = {"agent_type": "code-reviewer", "prompt": "review"}
+        return [("sessions_spawn", spawn if asked is None else {**spawn, "model": asked})]
 
     store_url = f"sqlite+aiosqlite:///{tmp_path / 'familiar.db'}"
     async with rig(tmp_path, store_url, respond, home=tmp_path / "home", models=models) as (
