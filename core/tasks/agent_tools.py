@@ -136,6 +136,8 @@ def _one(raw: str, vocabulary: ToolVocabulary) -> tuple[str, ...]:
     base = raw.split("(", 1)[0].strip()  # Claude's Agent(worker) / Bash(git *)
     if base in vocabulary.tools:
         return (base,)
+    if base.lower() in vocabulary.tools:  # Claude's Skill for a skill tool of ours
+        return (base.lower(),)
     if base.startswith("mcp__"):
         server, _, tool = base.removeprefix("mcp__").partition("__")
         return (f"mcp__{server}__{tool or '*'}",) if server else ()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from core.tasks.agent_tools import BUILTIN_TOOLS
 from core.tasks.tools import agents_list
 from core.tools.base import ToolContext
 from tests.fakes.fake_openai import ScriptItem
@@ -222,6 +223,8 @@ async def test_an_agent_model_reaches_the_provider_as_the_configured_id(
     parent = [b for b in fake.requests if f"- Session: {PARENT}" in _system(b)]
     assert child and {b["model"] for b in child} == {sent}
     assert {b["model"] for b in parent} == {"fake"}
+    # What `familiar agents list` and doctor map names against is what the agent has.
+    assert {t["function"]["name"] for t in parent[0]["tools"]} == BUILTIN_TOOLS
     warned = [
         r.getMessage() for r in caplog.records if "is an alias or display name" in r.getMessage()
     ]

@@ -186,6 +186,13 @@ def test_tool_names(name: str, servers: tuple[str, ...], mapped: tuple[str, ...]
     assert found.unmapped == (() if mapped else (name,))
 
 
+def test_claude_names_of_tools_we_have_match_case_insensitively() -> None:
+    found = map_tools(
+        ["Skill", "AskUserQuestion"], ToolVocabulary.of([*BUILTIN_TOOLS, "skill"], ())
+    )
+    assert (found.tools, found.unmapped) == (("skill",), ("AskUserQuestion",))
+
+
 def test_todo_maps_to_a_todo_tool_when_there_is_one() -> None:
     found = map_tools(["todo", "TodoWrite"], ToolVocabulary.of([*BUILTIN_TOOLS, "todo"], ()))
     assert (found.tools, found.unmapped) == (("todo",), ())
