@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from itertools import chain
 
 __all__ = ["AgentListing", "agents_section", "rank"]
 
@@ -29,6 +29,8 @@ _STOP_WORDS = (
 )
 _STOP = frozenset(_STOP_WORDS.split())
 _MAX_INDEXES = 8
+_SMALL = 10
+"""Up to this many custom agents every word of the message counts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,11 @@ class _Index:
     listing: tuple[AgentListing, ...]
     postings: dict[str, tuple[tuple[int, int], ...]]
     """word -> (position in listing, weight: 2 in the id or display name, else 1)."""
+    builtins: tuple[int, ...]
+    ordered: tuple[int, ...]
+    """Positions of the custom agents by group, then id: the order without a match."""
+    lines: tuple[str, ...]
+    """Each agent's line in the section, by position."""
 
 
 _indexes: dict[int, _Index] = {}
@@ -66,46 +73,55 @@ def rank(listing: Sequence[AgentListing], query: str | None) -> list[tuple[Agent
     by group, then id.
     """
     index = _index(tuple(listing))
-    scores: dict[int, float] = {}
-    words = _words(query[:_QUERY_CHARS]) if query else frozenset()
-    total = len(index.listing)
-    for word in words:
-        posting = index.postings.get(word)
-        if not posting:
-            continue
-        weight = math.log(1 + total / len(posting))
-        for position, strength in posting:
-            scores[position] = scores.get(position, 0.0) + weight * strength
-    custom = [(i, a) for i, a in enumerate(index.listing) if a.group > 0]
-    custom.sort(key=lambda item: (-scores.get(item[0], 0.0), item[1].group, item[1].name.lower()))
-    return [(agent, scores.get(i, 0.0)) for i, agent in custom]
+    scores = _scores(index, query)
+    return [(index.listing[i], scores.get(i, 0.0)) for i in _order(index, scores)]
 
 
 def agents_section(listing: Sequence[AgentListing], *, query: str | None, max_chars: int) -> str:
     """The ``## Agents`` section: at most ``max_chars`` characters (the header included)."""
-    header = [
+    index = _index(tuple(listing))
+    lines = [
         "## Agents",
         "",
         "Agent types you can start with `sessions_spawn` (agent_type = the id before the colon):",
         "",
     ]
-    builtins = [a for a in listing if a.group == 0]
-    ordered = builtins + [agent for agent, _ in rank(listing, query)]
-    used = sum(len(line) + 1 for line in header)
-    lines = list(header)
+    used = sum(len(line) + 1 for line in lines)
+    total = len(index.builtins) + len(index.ordered)
     shown = 0
-    for position, agent in enumerate(ordered):
-        line = _line(agent)
-        left = len(ordered) - position - 1
+    for position in chain(index.builtins, _order(index, _scores(index, query))):
+        line = index.lines[position]
+        left = total - shown - 1
         reserve = len(_more(left)) + 1 if left else 0
         if used + len(line) + 1 + reserve > max_chars:
             break
         lines.append(line)
         used += len(line) + 1
         shown += 1
-    if shown < len(ordered):
-        lines.append(_more(len(ordered) - shown))
+    if shown < total:
+        lines.append(_more(total - shown))
     return "\n".join(lines)[:max_chars]
+
+
+def _scores(index: _Index, query: str | None) -> dict[int, float]:
+    scores: dict[int, float] = {}
+    words = _words(query[:_QUERY_CHARS]) if query else frozenset()
+    custom = len(index.ordered)
+    for word in words:
+        posting = index.postings.get(word)
+        if not posting or (custom > _SMALL and 2 * len(posting) > custom):
+            continue  # in no agent, or in most of many: it hardly tells them apart
+        weight = math.log(1 + custom / len(posting))
+        for position, strength in posting:
+            scores[position] = scores.get(position, 0.0) + weight * strength
+    return scores
+
+
+def _order(index: _Index, scores: dict[int, float]) -> Iterator[int]:
+    """Positions of the custom agents: matches best first, then the rest (lazily)."""
+    agents = index.listing
+    yield from sorted(scores, key=lambda i: (-scores[i], agents[i].group, agents[i].name.lower()))
+    yield from (i for i in index.ordered if i not in scores)
 
 
 def _more(count: int) -> str:
@@ -130,17 +146,28 @@ def _index(listing: tuple[AgentListing, ...]) -> _Index:
         return found
     postings: dict[str, list[tuple[int, int]]] = {}
     for position, agent in enumerate(listing):
+        if agent.group == 0:
+            continue  # built-ins are always listed first: never ranked
         strong = _words(f"{agent.name} {agent.display_name or ''}".replace("-", " "))
         for word in strong | _words(agent.description):
             postings.setdefault(word, []).append((position, 2 if word in strong else 1))
-    index = _Index(listing, {w: tuple(p) for w, p in postings.items()})
+    ordered = sorted(
+        (i for i, a in enumerate(listing) if a.group > 0),
+        key=lambda i: (listing[i].group, listing[i].name.lower()),
+    )
+    index = _Index(
+        listing=listing,
+        postings={w: tuple(p) for w, p in postings.items()},
+        builtins=tuple(i for i, a in enumerate(listing) if a.group == 0),
+        ordered=tuple(ordered),
+        lines=tuple(_line(a) for a in listing),
+    )
     if len(_indexes) >= _MAX_INDEXES:
         _indexes.clear()
     _indexes[id(listing)] = index
     return index
 
 
-@lru_cache(maxsize=4096)
 def _words(text: str) -> frozenset[str]:
     words = set()
     for word in _WORD.findall(text.lower()):
