@@ -211,7 +211,7 @@ async def build_core(
         policy=ToolPolicy(config=tools.policy),
         parallel=tools.parallel_tools,
     )
-    mcp_servers = tuple((mcp or McpConfig()).servers)
+    mcp_servers = tuple(n for n, s in (mcp or McpConfig()).servers.items() if s.enabled)
     task_registry = TaskRegistry(
         store=store,
         bus=bus,
