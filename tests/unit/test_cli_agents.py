@@ -104,3 +104,21 @@ def test_doctor_reports_what_maps_to_nothing(home: Path) -> None:
     assert any(ln.startswith("✗ custom agent file:") and "broken.md:2" in ln for ln in lines), out
     assert any(ln.startswith("! custom agent file:") and "shadowed by" in ln for ln in lines), out
     assert any(ln.startswith("✓ custom agents: 3 loaded") for ln in lines), out
+
+
+def test_config_show_prints_the_models_table(home: Path) -> None:
+    (home / "config.toml").write_text(
+        CONFIG + '\n[channels.notinstalled]\ntoken = "s3cret"\n', encoding="utf-8"
+    )
+    result = cli("config", "show", "--home", str(home))
+    assert result.exit_code == 0, result.stderr
+    assert 'sonnet = "claude-sonnet-4-5"' in result.stdout
+    assert '"Claude Sonnet 4.6" = "claude-sonnet-4-6"' in result.stdout
+    assert "s3cret" not in result.stdout  # keys no model declares stay masked
+
+
+def test_a_bad_models_table_is_a_config_error(home: Path) -> None:
+    (home / "config.toml").write_text('[models]\nsonnet = "Claude Sonnet"\n', encoding="utf-8")
+    result = cli("agents", "list", "--home", str(home))
+    assert result.exit_code == 1
+    assert "'Claude Sonnet' is not a model id" in plain(result.stderr)
