@@ -33,6 +33,7 @@ from core.memory.guard import MemoryFilesGuard
 from core.memory.semantic import SemanticRecall
 from core.memory.tools import memory_tools
 from core.messages import utcnow
+from core.providers.aliases import ModelAliases
 from core.providers.base import Provider
 from core.scheduling import (
     SchedulerConfig,
@@ -44,6 +45,7 @@ from core.scheduling.heartbeat import HEARTBEAT_CHANNEL
 from core.sessions import SessionStore
 from core.store.engine import Store
 from core.tasks.agent_files import AgentSource
+from core.tasks.agent_tools import ToolVocabulary
 from core.tasks.catalog import AgentCatalog, home_agent_sources
 from core.tasks.collector import SUBAGENT_CHANNEL
 from core.tasks.commands import register_task_commands
@@ -144,6 +146,7 @@ async def build_core(
     mcp: McpConfig | None = None,
     home: Path | None = None,
     agent_sources: Sequence[AgentSource] | None = None,
+    models: ModelAliases | None = None,
     wakeups: Wakeups | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime.
@@ -160,6 +163,7 @@ async def build_core(
             home, those files are ignored).
         agent_sources: where custom agents are read from, instead of the default places
             (`core.tasks.catalog.home_agent_sources`).
+        models: the ``[models]`` table agents' model names resolve through.
         wakeups: wake-ups shared with the other processes of this gateway (roles):
             the bus, the ephemeral hub and the schedules wake and are woken by them.
     """
@@ -194,17 +198,6 @@ async def build_core(
         timeout=tools.exec.approval_timeout,
     )
     register_approval_commands(commands, approvals)
-    task_registry = TaskRegistry(
-        store=store,
-        bus=bus,
-        events=events,
-        sessions=sessions,
-        catalog=AgentCatalog(
-            sources=home_agent_sources(workspace, home) if agent_sources is None else agent_sources
-        ),
-        config=tools.subagents,
-    )
-    register_task_commands(commands, task_registry)
     registry = ToolRegistry(
         tools=[
             *fs_tools(tools, guards=[memory_guard]),
@@ -218,6 +211,20 @@ async def build_core(
         policy=ToolPolicy(config=tools.policy),
         parallel=tools.parallel_tools,
     )
+    mcp_servers = tuple(n for n, s in (mcp or McpConfig()).servers.items() if s.enabled)
+    task_registry = TaskRegistry(
+        store=store,
+        bus=bus,
+        events=events,
+        sessions=sessions,
+        catalog=AgentCatalog(
+            sources=home_agent_sources(workspace, home) if agent_sources is None else agent_sources,
+            vocabulary=lambda: ToolVocabulary.of(registry.names(), mcp_servers),
+            models=models,
+        ),
+        config=tools.subagents,
+    )
+    register_task_commands(commands, task_registry)
     context = ContextBuilder(
         workspace=workspace,
         config=agent.context,

@@ -115,6 +115,10 @@ COMMANDS = {
     "tasks": LazyCommand(
         "gateway.commands.tasks:tasks_app", "Subagents started by the agent (list, show, cancel)."
     ),
+    "agents": LazyCommand(
+        "gateway.commands.agents:agents_app",
+        "Agent types: built-in ones and agent files, their tools and models (list).",
+    ),
 }
 """Every ``familiar`` command, in the order ``--help`` lists them."""
 

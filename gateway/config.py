@@ -29,6 +29,7 @@ from core.errors import ConfigError
 from core.hooks import HooksConfig
 from core.mcp.config import McpConfig
 from core.memory.config import MemoryConfig
+from core.providers.aliases import ModelAliases
 from core.providers.config import ProviderConfig
 from core.scheduling import SchedulerConfig
 from core.store.config import StoreConfig
@@ -229,6 +230,8 @@ class FamiliarConfig(BaseSettings):
     """Workspace folder; default ``<home>/workspace``."""
     agent: AgentConfig = Field(default_factory=AgentConfig)
     provider: ProviderConfig = Field(default_factory=ProviderConfig)
+    models: ModelAliases = Field(default_factory=ModelAliases)
+    """Model aliases and display names (agent files' ``model``) -> provider model ids."""
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)

@@ -399,6 +399,7 @@ class _Gateway:
             hooks_dir=hooks_dir(self.home),
             mcp=await asyncio.to_thread(self._mcp_config),
             home=self.home,
+            models=self.config.models,
             wakeups=self.wakeups,
         )
         if self.channel is not None:

@@ -8,6 +8,7 @@ that is not installed) are masked, since nothing says which of them are secrets.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,7 +58,8 @@ def masked(value: Any) -> Any:
         return MASK
     if isinstance(value, BaseModel):
         fields = {name: masked(getattr(value, name)) for name in type(value).model_fields}
-        extra = {str(k): _undeclared(v) for k, v in (value.model_extra or {}).items()}
+        keep = masked if _typed_extra(type(value)) else _undeclared
+        extra = {str(k): keep(v) for k, v in (value.model_extra or {}).items()}
         return fields | extra
     if isinstance(value, Mapping):
         return {str(k): masked(v) for k, v in value.items()}
@@ -70,6 +72,12 @@ def masked(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float):
         return value
     return to_jsonable_python(value)
+
+
+def _typed_extra(cls: type[BaseModel]) -> bool:
+    """Whether the model declares what its extra keys hold (``[models]``: model ids):
+    then they are shown like declared fields."""
+    return any("__pydantic_extra__" in inspect.get_annotations(k) for k in cls.__mro__)
 
 
 def _undeclared(value: Any) -> Any:

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.agent.agents_section import AgentListing, agents_section
 from core.agent.tokens import ESTIMATE, TokenCounter, message_tokens
 from core.providers.base import ChatMessage, ToolSpec
 from core.workspace_read import read_workspace_text
@@ -43,7 +44,6 @@ WORKSPACE_FILES: tuple[str, ...] = (
 
 _SUMMARY_USER_CHARS = 200
 _SUMMARY_TOOL_CHARS = 80
-_AGENT_DESCRIPTION_CHARS = 300
 _ELLIPSIS = "…"
 _RECHECK_SECONDS = 1.0
 """How stale the workspace files in the prompt may be (edits show up within this)."""
@@ -64,6 +64,8 @@ class ContextConfig(BaseModel):
     """Cap of the compacted summary of older turns."""
     timezone: str | None = None
     """IANA timezone shown to the model; None means the host's local time."""
+    agents_max_chars: int = Field(default=4000, ge=200)
+    """Cap of the ``## Agents`` section (the agent catalog), however many agents exist."""
 
     @field_validator("timezone")
     @classmethod
@@ -148,7 +150,8 @@ class ContextBuilder:
         session_key: str,
         channel: str,
         tools: Sequence[ToolSpec],
-        agents: Sequence[tuple[str, str]] = (),
+        agents: Sequence[AgentListing] = (),
+        agents_query: str | None = None,
         extra: str | None = None,
         summary: str | None = None,
     ) -> str:
@@ -162,7 +165,9 @@ class ContextBuilder:
             session_key: The session the call belongs to.
             channel: The channel name (``cli``, ``slack``, ...).
             tools: The tools offered in this call.
-            agents: Custom agents as ``(name, description)``.
+            agents: The agent catalog, listed when it has custom agents (within
+                ``agents_max_chars``, see `core.agent.agents_section`).
+            agents_query: The text being answered: agents it mentions are listed first.
             extra: Free text appended after the catalogs (e.g. subagent instructions).
             summary: The compacted summary of turns outside the window.
 
@@ -173,8 +178,10 @@ class ContextBuilder:
         sections.extend(await self._workspace_sections())
         if tools:
             sections.append(self._tools_block(tools))
-        if agents:
-            sections.append(_agents_block(agents))
+        if any(a.group > 0 for a in agents):
+            sections.append(
+                agents_section(agents, query=agents_query, max_chars=self._config.agents_max_chars)
+            )
         if extra and extra.strip():
             sections.append(extra.strip())
         if summary and summary.strip():
@@ -420,14 +427,6 @@ def _tools_block(tools: Sequence[ToolSpec]) -> str:
     for spec in tools:
         first_line = next((ln.strip() for ln in spec.description.splitlines() if ln.strip()), "")
         lines.append(f"- {spec.name}: {first_line}" if first_line else f"- {spec.name}")
-    return "\n".join(lines)
-
-
-def _agents_block(agents: Sequence[tuple[str, str]]) -> str:
-    lines = ["## Agents", "", "Custom agents you can start with `sessions_spawn`:", ""]
-    for name, description in agents:
-        text = _clip(" ".join(description.split()), _AGENT_DESCRIPTION_CHARS)
-        lines.append(f"- {name}: {text}" if text else f"- {name}")
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from sqlalchemy import Connection
 
+from core.agent.agents_section import AgentListing
 from core.agent.commands import CommandRouter
 from core.agent.config import AgentConfig
 from core.agent.context import ContextBuilder
@@ -68,8 +69,8 @@ class TurnProfile:
         instructions: system prompt sections for this agent (its instructions, a
             parent's read-only context, hook-provided context), in order.
         read_scopes: memory scopes it may read but not write.
-        agents: custom agents it may start, as ``(name, description)``, listed in
-            its system prompt.
+        agents: the agent catalog it may start agents from, listed in its system
+            prompt when it has custom agents (`core.agent.agents_section`).
         refuse: when set, the message is answered with this error and no model call
             (e.g. the agent was cancelled).
         lineage: a subagent's chain up to the session that started it (whose channel
@@ -82,7 +83,7 @@ class TurnProfile:
     model: str | None = None
     instructions: tuple[str, ...] = ()
     read_scopes: tuple[str, ...] = ()
-    agents: tuple[tuple[str, str], ...] = ()
+    agents: tuple[AgentListing, ...] = ()
     refuse: str | None = None
     lineage: Lineage | None = None
 

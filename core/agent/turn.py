@@ -267,6 +267,7 @@ class TurnHandler:
             channel=message.delivery.channel,
             tools=specs,
             agents=profile.agents,
+            agents_query=message.text,
             extra="\n\n".join(profile.instructions) or None,
             summary=summary,
         )

@@ -1,9 +1,13 @@
 """Custom agent files: Markdown with YAML front matter, in Copilot, VS Code and Claude shapes.
 
-One parser for all of them (see conventions §1): ``name`` (else the file name without
-``.agent.md``/``.md``), ``description`` (required), ``tools`` (a YAML list or a comma
-separated string, names mapped through an alias table), ``model`` and
-``memory_share_mode``; the body is the agent's instructions. Unknown keys are ignored.
+One parser for all of them (see conventions §1). The id is ``name`` when that is a valid
+id, else the file name without ``.agent.md``/``.chatmode.md``/``.md`` (Copilot's rule;
+the ``name`` then stays as the display name). ``description`` is required; ``tools`` (a
+YAML list or a comma separated string) is mapped to our tools (`core.tasks.agent_tools`),
+``model`` through ``[models]`` (`core.providers.aliases`); ``memory_share_mode`` is
+ours. The body is the agent's instructions. Unknown keys are ignored. Front matter that
+strict YAML refuses is read line by line where the fields are simple
+(`core.tasks.front_matter`).
 """
 
 from __future__ import annotations
@@ -11,45 +15,34 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.providers.aliases import ModelAliases
+from core.tasks.agent_tools import ToolVocabulary, map_tools
 from core.tasks.config import MEMORY_SHARE_MODES
+from core.tasks.front_matter import FrontMatterError, read_front_matter
 from core.tasks.spec import AgentSpec
 
-__all__ = ["TOOL_ALIASES", "AgentFileProblem", "AgentSource", "load_agent_files", "parse_agent"]
+__all__ = [
+    "AgentFileProblem",
+    "AgentFiles",
+    "AgentSource",
+    "Shadowed",
+    "file_id",
+    "load_agent_files",
+    "parse_agent",
+]
 
 log = logging.getLogger(__name__)
 
 _MAX_FILE_BYTES = 256 * 1024
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-_READ = ("read_file", "list_dir", "resolve_path")
-_EDIT = ("write_file", "edit_file")
-_AGENT = ("sessions_spawn", "subagents", "agents_list")
-TOOL_ALIASES: dict[str, tuple[str, ...]] = {
-    # Copilot aliases
-    "read": _READ,
-    "edit": _EDIT,
-    "execute": ("exec",),
-    "shell": ("exec",),
-    "search": ("list_dir", "recall"),
-    "agent": _AGENT,
-    "custom-agent": _AGENT,
-    "todo": ("task_complete",),
-    # Claude Code names
-    "bash": ("exec",),
-    "powershell": ("exec",),
-    "notebookread": ("read_file",),
-    "write": ("write_file",),
-    "multiedit": ("edit_file",),
-    "notebookedit": ("edit_file",),
-    "grep": ("list_dir", "recall"),
-    "glob": ("list_dir",),
-    "task": _AGENT,
-    "memory": ("remember", "recall", "forget"),
-}
-"""Tool names of other tools' agent files (lower case) -> familiar's tool names."""
+_NOT_ID = re.compile(r"[^A-Za-z0-9_.-]+")
+_SUFFIXES = (".agent.md", ".chatmode.md", ".md")
+_SKIPPED = frozenset({"readme.md"})
+"""Files in agent folders that are about the agents, not agents."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +54,8 @@ class AgentSource:
 
     def files(self) -> list[Path]:
         try:
-            return sorted(p for p in self.directory.glob(self.pattern) if p.is_file())
+            found = self.directory.glob(self.pattern)
+            return sorted(p for p in found if p.name.lower() not in _SKIPPED and p.is_file())
         except OSError:
             return []
 
@@ -79,6 +73,24 @@ class AgentFileProblem:
         return f"{where}: {self.message}"
 
 
+@dataclass(frozen=True, slots=True)
+class Shadowed:
+    """An agent file not used because an earlier source has an agent of the same id."""
+
+    path: str
+    name: str
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFiles:
+    """What reading the agent sources found: agents, files that failed, shadowed files."""
+
+    agents: list[AgentSpec] = field(default_factory=list)
+    problems: list[AgentFileProblem] = field(default_factory=list)
+    shadowed: list[Shadowed] = field(default_factory=list)
+
+
 class _Bad(ValueError):
     def __init__(self, message: str, line: int | None = None) -> None:
         super().__init__(message)
@@ -87,61 +99,73 @@ class _Bad(ValueError):
 
 def load_agent_files(
     sources: Sequence[AgentSource],
-) -> tuple[list[AgentSpec], list[AgentFileProblem]]:
+    *,
+    vocabulary: ToolVocabulary | None = None,
+    models: ModelAliases | None = None,
+) -> AgentFiles:
     """Parse every file of ``sources`` (in order); bad ones become problems."""
-    agents: list[AgentSpec] = []
-    problems: list[AgentFileProblem] = []
-    seen: set[str] = set()
+    found = AgentFiles()
+    seen: dict[str, str] = {}
     for source in sources:
         for path in source.files():
             try:
                 raw = path.read_bytes()[: _MAX_FILE_BYTES + 1]
                 if len(raw) > _MAX_FILE_BYTES:
                     raise _Bad(f"larger than {_MAX_FILE_BYTES} bytes")
-                spec = parse_agent(raw.decode("utf-8"), path=path)
+                spec = parse_agent(
+                    raw.decode("utf-8"), path=path, vocabulary=vocabulary, models=models
+                )
             except _Bad as exc:
-                problems.append(AgentFileProblem(str(path), exc.line, str(exc)))
+                found.problems.append(AgentFileProblem(str(path), exc.line, str(exc)))
                 continue
             except (OSError, UnicodeDecodeError) as exc:
-                problems.append(AgentFileProblem(str(path), None, f"cannot read: {exc}"))
+                found.problems.append(AgentFileProblem(str(path), None, f"cannot read: {exc}"))
                 continue
             if spec.name in seen:
-                log.info("agent %s from %s is shadowed by an earlier file", spec.name, path)
+                found.shadowed.append(Shadowed(str(path), spec.name, seen[spec.name]))
                 continue
-            seen.add(spec.name)
-            agents.append(spec)
-    return agents, problems
+            seen[spec.name] = str(path)
+            found.agents.append(spec)
+    return found
 
 
-def parse_agent(text: str, *, path: Path) -> AgentSpec:
+def file_id(path: Path) -> str:
+    """The id a file gives its agent: its name without the agent suffixes, made an id."""
+    name = path.name
+    stem = next((name[: -len(s)] for s in _SUFFIXES if name.lower().endswith(s)), name)
+    return _NOT_ID.sub("-", stem).strip("-._")[:128]
+
+
+def parse_agent(
+    text: str,
+    *,
+    path: Path,
+    vocabulary: ToolVocabulary | None = None,
+    models: ModelAliases | None = None,
+) -> AgentSpec:
     """One agent file's text -> its AgentSpec.
 
+    Args:
+        vocabulary: our tools and MCP servers, that ``tools`` map to.
+        models: the ``[models]`` table ``model`` is resolved through.
+
     Raises:
-        ValueError: no or unparsable front matter, or a field of the wrong kind (its
+        ValueError: no or unreadable front matter, or a field of the wrong kind (its
             ``line`` attribute is the 1-based line in the file, when known).
     """
-    import yaml  # only a home with agent files pays for the YAML parser
-
     front, body = _split(text)
     try:
-        data = yaml.safe_load(front) if front.strip() else {}
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = None if mark is None else mark.line + 2  # +1 for 1-based, +1 for the ---
-        raise _Bad(f"bad YAML front matter: {exc.problem or exc}", line) from None
-    except yaml.YAMLError as exc:
-        raise _Bad(f"bad YAML front matter: {exc}", 2) from None
-    if not isinstance(data, dict):
-        raise _Bad("the front matter must be a mapping of fields", 2)
+        read = read_front_matter(front)
+    except FrontMatterError as exc:
+        raise _Bad(str(exc), exc.line) from None
+    data, notes = read.data, list(read.notes)
     lines = _key_lines(front)
-    stem = path.name.removesuffix(".md").removesuffix(".agent")
-    name = _text(data, "name", lines) or stem
-    if not _NAME.fullmatch(name):
-        raise _Bad(
-            f"name {name!r} must be 1-128 letters, digits or ._- (starting with a letter or digit)",
-            lines.get("name", 2),
-        )
+    written = _text(data, "name", lines)
+    name, display = _identity(written, path, lines)
     description = _text(data, "description", lines)
+    if not description and read.yaml_error is not None:
+        problem, line = read.yaml_error
+        raise _Bad(f"bad YAML front matter: {problem} (no readable 'description')", line)
     if not description:
         raise _Bad("'description' is required", lines.get("description", 2))
     mode = _text(data, "memory_share_mode", lines) or _text(data, "memory-share-mode", lines)
@@ -150,16 +174,42 @@ def parse_agent(text: str, *, path: Path) -> AgentSpec:
             f"memory_share_mode {mode!r} is not one of {', '.join(MEMORY_SHARE_MODES)}",
             lines.get("memory_share_mode", lines.get("memory-share-mode")),
         )
-    model = _model(data.get("model"), lines)
+    requested = _model(data.get("model"), lines)
+    choice = (models or ModelAliases()).resolve(requested)
+    if choice.warning:
+        notes.append(choice.warning)
+    names = _tool_list(data.get("tools"), lines)
+    mapped = map_tools(names, vocabulary or ToolVocabulary()) if names is not None else None
+    if mapped is not None and mapped.unmapped:
+        notes.append("tools that map to no tool of ours: " + ", ".join(mapped.unmapped))
     return AgentSpec(
         name=name,
+        display_name=display,
         description=" ".join(description.split()),
-        tools=_tools(data.get("tools"), lines),
+        tools=None if mapped is None else mapped.tools,
+        unmapped_tools=() if mapped is None else mapped.unmapped,
         memory_share_mode=mode,
-        model=model,
+        model=choice.model,
+        requested_model=requested,
         instructions=body.strip(),
         source=str(path),
+        notes=tuple(notes),
     )
+
+
+def _identity(written: str | None, path: Path, lines: dict[str, int]) -> tuple[str, str | None]:
+    """The id and the display name: ``name`` if it is an id, else the file's."""
+    if written is not None and _NAME.fullmatch(written):
+        return written, None
+    stem = file_id(path)
+    if not _NAME.fullmatch(stem):
+        what = f"name {written!r} is" if written else "there is no name and"
+        raise _Bad(
+            f"{what} not an id, and neither is the file name {path.name!r}: an id is "
+            "1-128 letters, digits or ._- (starting with a letter or digit)",
+            lines.get("name", 2),
+        )
+    return stem, (written if written and written != stem else None)
 
 
 def _split(text: str) -> tuple[str, str]:
@@ -197,11 +247,10 @@ def _model(value: object, lines: dict[str, int]) -> str | None:
         return None
     if not isinstance(value, str):
         raise _Bad("'model' must be text (or a list of names)", lines.get("model"))
-    value = value.strip()
-    return None if not value or value.lower() == "inherit" else value
+    return value.strip() or None
 
 
-def _tools(value: object, lines: dict[str, int]) -> tuple[str, ...] | None:
+def _tool_list(value: object, lines: dict[str, int]) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str):
@@ -210,26 +259,9 @@ def _tools(value: object, lines: dict[str, int]) -> tuple[str, ...] | None:
         names = value
     else:
         raise _Bad("'tools' must be a list or a comma separated string", lines.get("tools"))
-    mapped: list[str] = []
+    found: list[str] = []
     for raw in names:
         if not isinstance(raw, str):
             raise _Bad(f"tool {raw!r} must be text", lines.get("tools"))
-        for name in _tool_names(raw.strip()):
-            if name not in mapped:
-                mapped.append(name)
-    if "*" in mapped:
-        return None
-    return tuple(mapped)
-
-
-def _tool_names(raw: str) -> tuple[str, ...]:
-    base = raw.split("(", 1)[0].strip()  # Claude's Agent(worker) / Bash(git *)
-    alias = TOOL_ALIASES.get(base.lower())
-    if alias is not None:
-        return alias
-    if base.startswith("mcp__") and "__" not in base.removeprefix("mcp__"):
-        return (f"{base}__*",)  # Claude's mcp__<server>: every tool of that server
-    if "/" in base:  # Copilot / VS Code MCP forms: server/tool, server/*
-        server, _, tool = base.partition("/")
-        return (f"mcp__{server}__{tool or '*'}",)
-    return (base,) if base else ()
+        found.append(raw.strip())
+    return found

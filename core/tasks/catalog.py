@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.tasks.agent_files import AgentFileProblem, AgentSource, load_agent_files
+from core.agent.agents_section import AgentListing
+from core.providers.aliases import ModelAliases
+from core.tasks.agent_files import AgentFileProblem, AgentSource, Shadowed, load_agent_files
+from core.tasks.agent_tools import ToolVocabulary
 from core.tasks.spec import AgentSpec
 
 __all__ = ["BUILTIN_AGENTS", "AgentCatalog", "AgentSpec", "home_agent_sources"]
@@ -56,17 +59,21 @@ BUILTIN_AGENTS: tuple[AgentSpec, ...] = (
 @dataclass(frozen=True, slots=True)
 class _Loaded:
     agents: dict[str, AgentSpec]
+    listing: tuple[AgentListing, ...]
     problems: tuple[AgentFileProblem, ...]
-    signature: tuple[tuple[str, int, int], ...]
+    shadowed: tuple[Shadowed, ...]
+    signature: tuple[object, ...]
 
 
 class AgentCatalog:
     """Built-in agents and the custom ones from ``sources``, re-read when files change.
 
     Custom files are checked at most once a second (a directory listing and one ``stat``
-    per file, in a worker thread) and parsed again only when a file changed. A custom
-    agent with a built-in's name replaces it. A file with bad front matter is logged
-    (file and line) and listed in :attr:`problems`; the rest still load.
+    per file, in a worker thread) and parsed again only when a file changed (or the
+    tools and MCP servers their ``tools`` map to did). A custom agent with a built-in's
+    name replaces it. A file with bad front matter is logged (file and line) and listed
+    in :attr:`problems`; the rest still load. What an agent's file says that maps to
+    nothing (a tool, a model) is logged once.
     """
 
     def __init__(
@@ -75,55 +82,111 @@ class AgentCatalog:
         sources: Sequence[AgentSource] = (),
         builtins: Sequence[AgentSpec] = BUILTIN_AGENTS,
         recheck_seconds: float = _RECHECK_SECONDS,
+        vocabulary: Callable[[], ToolVocabulary] | None = None,
+        models: ModelAliases | None = None,
     ) -> None:
+        """Create a catalog.
+
+        Args:
+            vocabulary: our tools and the configured MCP servers, asked at each check
+                (default: the built-in tools, no MCP server).
+            models: the ``[models]`` table agents' ``model`` resolves through.
+        """
         self._sources = tuple(sources)
         self._builtins = {a.name: a for a in builtins}
         self._recheck = recheck_seconds
-        self._loaded = _Loaded(dict(self._builtins), (), ())
+        self._vocabulary = vocabulary or ToolVocabulary
+        self.models = models or ModelAliases()
+        self._loaded = _Loaded(
+            dict(self._builtins), _listing(self._builtins.values(), self._sources), (), (), ()
+        )
         self._checked_at = -float("inf")
         self._lock = asyncio.Lock()
+        self._reported: set[tuple[str, str]] = set()
 
     @property
     def problems(self) -> tuple[AgentFileProblem, ...]:
         """Files that could not be read as agents, as of the last check."""
         return self._loaded.problems
 
-    async def agents(self) -> dict[str, AgentSpec]:
-        """Every agent by name (built-ins first, then custom ones in source order)."""
-        if time.monotonic() - self._checked_at >= self._recheck:
-            async with self._lock:
-                if time.monotonic() - self._checked_at >= self._recheck:
-                    self._loaded = await asyncio.to_thread(self._reload, self._loaded)
-                    self._checked_at = time.monotonic()
-        return self._loaded.agents
+    @property
+    def shadowed(self) -> tuple[Shadowed, ...]:
+        """Files not used because an earlier one has an agent of the same id."""
+        return self._loaded.shadowed
 
-    async def custom(self) -> tuple[tuple[str, str], ...]:
-        """The custom agents as ``(name, description)``, for the system prompt."""
-        return tuple((a.name, a.description) for a in (await self.agents()).values() if a.source)
+    async def agents(self) -> dict[str, AgentSpec]:
+        """Every agent by id (built-ins first, then custom ones in source order)."""
+        return (await self._current()).agents
+
+    async def listing(self) -> tuple[AgentListing, ...]:
+        """Every agent as the system prompt lists it (the same tuple until a change)."""
+        return (await self._current()).listing
 
     async def get(self, name: str) -> AgentSpec | None:
         return (await self.agents()).get(name)
 
-    def _reload(self, previous: _Loaded) -> _Loaded:
-        signature = tuple(_signature(self._sources))
-        if signature == previous.signature and previous.signature:
+    async def _current(self) -> _Loaded:
+        if time.monotonic() - self._checked_at >= self._recheck:
+            async with self._lock:
+                if time.monotonic() - self._checked_at >= self._recheck:
+                    vocabulary = self._vocabulary()
+                    self._loaded = await asyncio.to_thread(self._reload, self._loaded, vocabulary)
+                    self._checked_at = time.monotonic()
+        return self._loaded
+
+    def _reload(self, previous: _Loaded, vocabulary: ToolVocabulary) -> _Loaded:
+        signature = (vocabulary, *_signature(self._sources))
+        if signature == previous.signature:
             return previous
-        found, problems = load_agent_files(self._sources)
-        for problem in problems:
+        found = load_agent_files(self._sources, vocabulary=vocabulary, models=self.models)
+        for problem in found.problems:
             log.warning(
                 "agent file skipped file=%s line=%s: %s",
                 problem.path,
                 problem.line,
                 problem.message,
             )
+        for shadowed in found.shadowed:
+            log.info(
+                "agent %s from %s is shadowed by %s", shadowed.name, shadowed.path, shadowed.by
+            )
         agents = dict(self._builtins)
-        for spec in found:
+        for spec in found.agents:
             if spec.name in agents and agents[spec.name].source is not None:
                 continue  # the earlier source wins (workspace over home)
             if spec.name in self._builtins:
                 log.info("custom agent %s replaces the built-in one (%s)", spec.name, spec.source)
             agents[spec.name] = spec
-        return _Loaded(agents, tuple(problems), signature)
+            self._report(spec)
+        listing = _listing(agents.values(), self._sources)
+        return _Loaded(agents, listing, tuple(found.problems), tuple(found.shadowed), signature)
+
+    def _report(self, spec: AgentSpec) -> None:
+        """Log what of ``spec``'s file maps to nothing, once per file and note."""
+        for note in spec.notes:
+            key = (spec.source or spec.name, note)
+            if key not in self._reported:
+                self._reported.add(key)
+                log.warning("agent %s file=%s: %s", spec.name, spec.source, note)
+
+
+def _listing(
+    agents: Iterable[AgentSpec], sources: Sequence[AgentSource]
+) -> tuple[AgentListing, ...]:
+    return tuple(
+        AgentListing(a.name, a.description, a.display_name, _group(a, sources)) for a in agents
+    )
+
+
+def _group(spec: AgentSpec, sources: Sequence[AgentSource]) -> int:
+    """0 for a built-in; else 1 + the index of the source its file is in."""
+    if spec.source is None:
+        return 0
+    path = Path(spec.source)
+    for index, source in enumerate(sources):
+        if path.is_relative_to(source.directory):
+            return index + 1
+    return len(sources) + 1
 
 
 def _signature(sources: Sequence[AgentSource]) -> list[tuple[str, int, int]]:
@@ -142,8 +205,9 @@ def home_agent_sources(workspace: Path, home: Path | None) -> list[AgentSource]:
     """Where custom agents are read from, highest precedence first."""
     sources = [
         AgentSource(workspace / "agents", "*.md"),
-        AgentSource(workspace / ".github" / "agents", "*.agent.md"),
+        AgentSource(workspace / ".github" / "agents", "*.md"),
         AgentSource(workspace / ".claude" / "agents", "*.md"),
+        AgentSource(workspace / ".github" / "chatmodes", "*.chatmode.md"),
     ]
     if home is not None:
         sources.append(AgentSource(home / "agents", "*.md"))

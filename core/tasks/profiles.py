@@ -72,10 +72,10 @@ class SubagentProfiles:
 
     async def profile(self, session_key: str) -> TurnProfile | None:
         """The TurnProfile of a session: a child's from its record; for any other
-        session the main agent's, listing the custom agents it can start."""
+        session the main agent's, listing the agents it can start."""
         if not session_key.startswith(SUBAGENT_PREFIX):
-            agents = await self._catalog.custom()
-            return TurnProfile(agents=agents) if agents else None
+            listing = await self._catalog.listing()
+            return TurnProfile(agents=listing) if any(a.group for a in listing) else None
         task = await self._repo.by_child_key(session_key)
         if task is None:
             # Published by something other than the registry: a plain depth-1 child
@@ -110,7 +110,7 @@ class SubagentProfiles:
             tools=spec.tools,
             model=task.model,
             instructions=tuple(sections),
-            agents=await self._catalog.custom(),
+            agents=await self._catalog.listing(),
             read_scopes=(task.owner_key,) if task.memory_mode == "inherit-readonly" else (),
             lineage=lineage,
         )

@@ -41,6 +41,7 @@ from core.tasks.profiles import (
 )
 from core.tasks.records import TaskRecord
 from core.tasks.repository import TaskRepository
+from core.tasks.spawn_model import spawn_model
 from core.tools.base import NO_CAPACITY_HANDOVER, Capacity
 
 __all__ = [
@@ -206,7 +207,13 @@ class TaskRegistry:
             "name": request.name,
             "description": description,
             "prompt": prompt,
-            "model": request.model or spec.model,
+            "model": await spawn_model(
+                request.model,
+                spec,
+                owner_key=request.owner_key,
+                aliases=self.catalog.models,
+                repo=self.repo,
+            ),
             "mode": mode,
             "multi_turn": request.name is not None,
             "memory_mode": memory_mode,

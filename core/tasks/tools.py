@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from core.agent.agents_section import rank
 from core.errors import TaskNotFound, TaskRefused, ToolFailed, ToolRetry
 from core.tasks.handoff import clip
 from core.tasks.registry import SpawnRequest, TaskRegistry
@@ -28,7 +29,8 @@ async def sessions_spawn(
 
     sync (default) waits and returns its result; background returns its agent_id at once
     and its result arrives later as a handoff message. Several spawns in one response
-    run at the same time. agents_list shows the agent types.
+    run at the same time. The system prompt lists agent types; agents_list with a
+    query finds the others.
 
     Args:
         agent_type: The kind of agent (general-purpose, explore, task, rubber-duck or a
@@ -37,7 +39,7 @@ async def sessions_spawn(
         description: A few words on what it does (shown in lists).
         name: Give it a name to keep it for more turns (subagents send wakes it).
         mode: sync (wait for the result) or background (return at once).
-        model: A model to use instead of the default.
+        model: A model to use instead of the agent's (an id, or an alias of [models]).
     """
     request = SpawnRequest(
         owner_key=ctx.session_key,
@@ -112,16 +114,39 @@ async def subagents(
 
 
 @tool
-async def agents_list(registry: Dep[TaskRegistry]) -> list[dict[str, Any]]:
-    """The agent types sessions_spawn can start: name, description, tools, memory mode."""
+async def agents_list(
+    registry: Dep[TaskRegistry], query: str | None = None, limit: int = 30
+) -> dict[str, Any]:
+    """The agent types sessions_spawn can start: id, description, tools, memory mode.
+
+    The built-in ones, then the custom ones best matching query (words of the task: a
+    language, a framework, a kind of work) first; without a query, by name.
+
+    Args:
+        query: Words to match against the agents' names and descriptions; only
+            matching custom agents are listed.
+        limit: At most this many agents (1-200).
+    """
+    limit = max(1, min(limit, 200))
     agents = await registry.catalog.agents()
+    listing = await registry.catalog.listing()
+    ranked = rank(listing, query)
+    if query and query.strip():
+        ranked = [(agent, score) for agent, score in ranked if score > 0]
+    chosen = [a.name for a in listing if a.group == 0] + [a.name for a, _ in ranked]
     default = registry.config.memory_share_mode
     listed = []
-    for spec in agents.values():
+    for name in chosen[:limit]:
+        spec = agents.get(name)
+        if spec is None:
+            continue  # the files changed between the two reads
         item = spec.as_json()
         item["memory_share_mode"] = spec.memory_share_mode or default
         listed.append(item)
-    return listed
+    found: dict[str, Any] = {"agents": listed, "total": len(agents)}
+    if len(chosen) > limit:
+        found["more"] = f"{len(chosen) - limit} more match; narrow the query or raise the limit"
+    return found
 
 
 def subagent_tools() -> list[Tool]:

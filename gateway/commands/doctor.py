@@ -18,10 +18,9 @@ from core.errors import ConfigError, FamiliarError
 from core.hooks import default_sources, load_hooks
 from core.logctx import redact
 from core.providers.config import ProviderConfig
-from core.tasks.agent_files import load_agent_files
-from core.tasks.catalog import home_agent_sources
 from core.tools.sandbox import choose_sandbox
 from core.trust import TRUST_FILE, WorkspaceTrust
+from gateway.commands.agents import agent_report
 from gateway.commands.common import (
     EXIT_FAILED,
     HomeOption,
@@ -89,12 +88,25 @@ def _workspace(home: Path, config: FamiliarConfig | None) -> Path:
 
 
 def _check_agents(home: Path, config: FamiliarConfig | None) -> list[_Check]:
-    """Custom agent files: one failed check per file that does not load (file:line)."""
-    agents, problems = load_agent_files(home_agent_sources(_workspace(home, config), home))
-    checks = [_Check("custom agent file", False, str(problem)) for problem in problems]
-    if agents or not problems:
-        names = ", ".join(a.name for a in agents) or "none"
-        checks.insert(0, _Check("custom agents", True, f"{len(agents)} loaded ({names})"))
+    """Custom agent files: a failed check per file that does not load (file:line), a
+    warning per agent whose tools or model map to nothing."""
+    if config is None:
+        return []
+    rows = agent_report(home, config)
+    custom = [r for r in rows if r["loaded"] and r["source"] != "built-in"]
+    checks = []
+    for row in rows:
+        if row["loaded"]:
+            continue
+        where = f"{row['source']}:{row['line']}" if row["line"] else row["source"]
+        shadowed = row["shadowed_by"] is not None
+        checks.append(_Check("custom agent file", shadowed, f"{where}: {row['reason']}", shadowed))
+    for row in custom:
+        for note in row["notes"]:
+            checks.append(_Check(f"agent {row['id']}", True, f"{row['source']}: {note}", warn=True))
+    if custom or not checks:
+        names = ", ".join(r["id"] for r in custom) or "none"
+        checks.insert(0, _Check("custom agents", True, f"{len(custom)} loaded ({names})"))
     return checks
 
 

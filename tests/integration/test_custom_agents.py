@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from core.tasks.agent_tools import BUILTIN_TOOLS
 from core.tasks.tools import agents_list
 from core.tools.base import ToolContext
 from tests.fakes.fake_openai import ScriptItem
@@ -29,7 +30,7 @@ FORMATS = {
         "ws/.github/agents/scout.agent.md",
         "---\nname: scout\ndescription: Looks around\ntools: ['read', 'search']\n"
         "memory_share_mode: inherit-readonly\n---\nLook around and report.\n",
-        ["list_dir", "read_file", "recall", "resolve_path"],
+        ["list_dir", "read_file", "resolve_path"],
         "inherit-readonly",
     ),
     "claude": (
@@ -79,7 +80,8 @@ async def test_custom_agent_file(store_url: str, tmp_path: Path, fmt: str) -> No
         (reply,) = await replies.wait([message.id])
         task = await only_task(app, PARENT)
         ctx = ToolContext(workspace=tmp_path / "ws", session_key=PARENT, deps=app.tool_deps)
-        listed = {a["name"]: a for a in json.loads(await agents_list.run(ctx, {}))}
+        found = json.loads(await agents_list.run(ctx, {}))
+        listed = {a["name"]: a for a in found["agents"]}
     child_bodies = [b for b in fake.requests if f"- Session: {task.child_key}" in _system(b)]
     assert task.agent_type == "scout"
     assert task.memory_mode == memory_mode
@@ -166,3 +168,90 @@ async def test_custom_agent_tools_restrict_mcp_tools(tmp_path: Path, case: str) 
         assert "hi" in echoed and not echoed.startswith("error")
     else:
         assert echoed.startswith("error: denied:") and "not among agent 'adder'" in echoed
+
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
+
+
+@pytest.mark.parametrize(
+    ("model_line", "asked", "sent"),
+    [
+        ("model: sonnet", None, "claude-sonnet-4-5"),  # an alias of [models]
+        ("model: Claude Sonnet 4.6", None, "claude-sonnet-4-6"),  # a display name
+        ("model: opus", None, "fake"),  # not in [models]: the parent's model
+        ("model: inherit", None, "fake"),
+        ("model: inherit", "SONNET", "claude-sonnet-4-5"),  # sessions_spawn's model
+    ],
+)
+async def test_an_agent_model_reaches_the_provider_as_the_configured_id(
+    tmp_path: Path,
+    model_line: str,
+    asked: str | None,
+    sent: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from core.providers.aliases import ModelAliases
+
+    text = (FIXTURES / "claude" / "code-reviewer.md").read_text()
+    path = tmp_path / "ws" / ".claude" / "agents" / "code-reviewer.md"
+    path.parent.mkdir(parents=True)
+    path.write_text(text.replace("model: sonnet", model_line))
+    models = ModelAliases.of(
+        {"sonnet": "claude-sonnet-4-5", "claude sonnet 4.6": "claude-sonnet-4-6"}
+    )
+
+    def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        if session and session.startswith("subagent:"):
+            return "looks fine"
+        if (result := last_text(messages)) is not None:
+            return f"parent got: {result}"
+        spawn = {"agent_type": "code-reviewer", "prompt": "review"}
+        return [("sessions_spawn", spawn if asked is None else {**spawn, "model": asked})]
+
+    store_url = f"sqlite+aiosqlite:///{tmp_path / 'familiar.db'}"
+    async with rig(tmp_path, store_url, respond, home=tmp_path / "home", models=models) as (
+        app,
+        replies,
+        fake,
+    ):
+        message = inbound(PARENT, "review my last commit")
+        await app.bus.publish_inbound(message)
+        (reply,) = await replies.wait([message.id])
+        task = await only_task(app, PARENT)
+    assert "looks fine" in reply.text
+    child = [b for b in fake.requests if f"- Session: {task.child_key}" in _system(b)]
+    parent = [b for b in fake.requests if f"- Session: {PARENT}" in _system(b)]
+    assert child and {b["model"] for b in child} == {sent}
+    assert {b["model"] for b in parent} == {"fake"}
+    # What `familiar agents list` and doctor map names against is what the agent has.
+    assert {t["function"]["name"] for t in parent[0]["tools"]} == BUILTIN_TOOLS
+    warned = [
+        r.getMessage() for r in caplog.records if "is an alias or display name" in r.getMessage()
+    ]
+    assert len(warned) == (1 if model_line == "model: opus" else 0)
+
+
+async def test_agents_list_finds_agents_by_query(tmp_path: Path) -> None:
+    folder = tmp_path / "ws" / ".github" / "agents"
+    folder.mkdir(parents=True)
+    for n in range(60):
+        (folder / f"helper-{n:02d}.agent.md").write_text(
+            f"---\nname: Helper {n}\ndescription: Generic helper number {n}\n---\nHelp.\n"
+        )
+    (folder / "csharp-expert.agent.md").write_text(
+        (FIXTURES / "copilot" / "csharp-expert.agent.md").read_text()
+    )
+
+    def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        return "ok"
+
+    store_url = f"sqlite+aiosqlite:///{tmp_path / 'familiar.db'}"
+    async with rig(tmp_path, store_url, respond, home=tmp_path / "home") as (app, _replies, _fake):
+        ctx = ToolContext(workspace=tmp_path / "ws", session_key=PARENT, deps=app.tool_deps)
+        everything = json.loads(await agents_list.run(ctx, {}))
+        found = json.loads(await agents_list.run(ctx, {"query": "LINQ and nullable types in .NET"}))
+    assert everything["total"] == 65
+    assert len(everything["agents"]) == 30 and "35 more" in everything["more"]
+    names = [a["name"] for a in found["agents"]]
+    assert names == ["general-purpose", "explore", "task", "rubber-duck", "csharp-expert"]
+    assert found["agents"][4]["display_name"] == "C# Expert"

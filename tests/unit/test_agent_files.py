@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from core.providers.aliases import ModelAliases
 from core.tasks.agent_files import AgentSource, load_agent_files, parse_agent
+from core.tasks.agent_tools import BUILTIN_TOOLS, ToolVocabulary
 from core.tasks.catalog import AgentCatalog, home_agent_sources
 
 COPILOT = """---
@@ -45,11 +47,17 @@ Summarise notes/ in five bullets.
 
 
 def test_copilot_agent_maps_aliases_and_mcp_forms(tmp_path: Path) -> None:
-    spec = parse_agent(COPILOT, path=tmp_path / "reviewer.agent.md")
+    github = ToolVocabulary.of(BUILTIN_TOOLS, ["github"])
+    models = ModelAliases.of({"Claude Sonnet 4.5": "claude-sonnet-4-5"})
+    spec = parse_agent(
+        COPILOT, path=tmp_path / "reviewer.agent.md", vocabulary=github, models=models
+    )
     assert spec.name == "reviewer"
     assert spec.description == "Reviews diffs for security bugs"
-    assert spec.tools == ("read_file", "list_dir", "resolve_path", "recall", "mcp__github__*")
-    assert spec.model == "Claude Sonnet 4.5"
+    assert spec.tools == ("read_file", "list_dir", "resolve_path", "mcp__github__*")
+    assert spec.unmapped_tools == ()
+    assert spec.model == "claude-sonnet-4-5"
+    assert spec.requested_model == "Claude Sonnet 4.5"
     assert spec.memory_share_mode == "isolated"
     assert spec.instructions == "Review the diff you are given. Report only real problems."
 
@@ -57,15 +65,8 @@ def test_copilot_agent_maps_aliases_and_mcp_forms(tmp_path: Path) -> None:
 def test_claude_agent_comma_tools_inherit_model_and_unknown_keys(tmp_path: Path) -> None:
     spec = parse_agent(CLAUDE, path=tmp_path / "x.md")
     assert spec.name == "doc-writer"
-    # Read -> the read tools, Grep/Glob -> list_dir (+ recall), Edit -> write and edit.
-    assert spec.tools == (
-        "read_file",
-        "list_dir",
-        "resolve_path",
-        "recall",
-        "write_file",
-        "edit_file",
-    )
+    # Read -> the read tools, Grep/Glob -> list_dir, Edit -> write and edit.
+    assert spec.tools == ("read_file", "list_dir", "resolve_path", "write_file", "edit_file")
     assert spec.model is None
     assert spec.memory_share_mode == "inherit-readonly"
     assert spec.instructions == "You write clear docs."
@@ -93,7 +94,6 @@ def test_star_or_missing_tools_mean_every_tool(tmp_path: Path) -> None:
         ("---\nname: x\n---\nbody\n", 2, "'description' is required"),
         ("---\ndescription: d\nmemory_share_mode: shared\n---\n", 3, "memory_share_mode"),
         ("---\ndescription: d\ntools: 3\n---\n", 3, "'tools' must be"),
-        ("---\nname: 'bad name!'\ndescription: d\n---\n", 2, "name 'bad name!'"),
     ],
 )
 def test_bad_files_are_reported_with_file_and_line(
@@ -103,9 +103,9 @@ def test_bad_files_are_reported_with_file_and_line(
     folder.mkdir()
     (folder / "bad.md").write_text(text)
     (folder / "good.md").write_text(FAMILIAR)
-    agents, problems = load_agent_files([AgentSource(folder, "*.md")])
-    assert [a.name for a in agents] == ["good"]
-    (problem,) = problems
+    found = load_agent_files([AgentSource(folder, "*.md")])
+    assert [a.name for a in found.agents] == ["good"]
+    (problem,) = found.problems
     assert problem.path == str(folder / "bad.md")
     assert problem.line == line
     assert message in problem.message
@@ -119,7 +119,7 @@ async def test_catalog_reads_every_place_and_rereads_changed_files(tmp_path: Pat
         (workspace / ".github" / "agents", "reviewer.agent.md", COPILOT),
         (workspace / ".claude" / "agents", "writer.md", CLAUDE),
         (home / "agents", "mine.md", "---\ndescription: the user's own\n---\nhi\n"),
-        (workspace / ".github" / "agents", "ignored.md", FAMILIAR),  # not *.agent.md
+        (workspace / ".github" / "agents", "README.md", "# Our agents\n"),  # not an agent
     ]:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from core.agent.agents_section import AgentListing
 from core.agent.context import (
     ContextBuilder,
     ContextConfig,
@@ -86,7 +87,7 @@ async def test_system_prompt_order(tmp_path: Path) -> None:
         session_key="cli:default",
         channel="cli",
         tools=TOOLS,
-        agents=[("researcher", "Finds things\non the web.")],
+        agents=[AgentListing("researcher", "Finds things\non the web.")],
         extra="EXTRA TEXT",
         summary="user: earlier",
     )

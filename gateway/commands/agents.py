@@ -1,0 +1,142 @@
+"""``familiar agents list``: the agent types, as their files are read here and now."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from core.errors import ConfigError
+from core.tasks.agent_files import file_id, load_agent_files
+from core.tasks.agent_tools import BUILTIN_TOOLS, ToolVocabulary
+from core.tasks.catalog import BUILTIN_AGENTS, home_agent_sources
+from core.tasks.spec import AgentSpec
+from gateway.commands.common import (
+    HomeOption,
+    JsonOption,
+    command_group,
+    fail,
+    print_json,
+    resolve_home,
+    stdout_console,
+)
+from gateway.commands.output import add_row, styled
+from gateway.config import FamiliarConfig, load_config, workspace_dir
+from gateway.mcp import resolve_mcp
+
+__all__ = ["agent_report", "agents_app"]
+
+agents_app = command_group()
+
+
+def agent_report(home: Path, config: FamiliarConfig) -> list[dict[str, Any]]:
+    """Every agent and every agent file: what loaded (tools as mapped, names that map to
+    nothing, model as resolved) and, for the files that did not, why."""
+    workspace = workspace_dir(home, config)
+    mcp, _ = resolve_mcp(config.mcp, home=home, workspace=workspace, env=os.environ)
+    servers = [name for name, server in mcp.servers.items() if server.enabled]
+    found = load_agent_files(
+        home_agent_sources(workspace, home),
+        vocabulary=ToolVocabulary.of(BUILTIN_TOOLS, servers),
+        models=config.models,
+    )
+    custom = {spec.name for spec in found.agents}
+    rows = [_loaded(spec) for spec in BUILTIN_AGENTS if spec.name not in custom]
+    rows += [_loaded(spec) for spec in found.agents]
+    for problem in found.problems:
+        rows.append(
+            _unloaded(file_id(Path(problem.path)), problem.path, problem.line, problem.message)
+        )
+    for shadowed in found.shadowed:
+        reason = f"shadowed by {shadowed.by} (the same id, read first)"
+        rows.append(_unloaded(shadowed.name, shadowed.path, None, reason, by=shadowed.by))
+    return rows
+
+
+def _loaded(spec: AgentSpec) -> dict[str, Any]:
+    return {
+        "id": spec.name,
+        "display_name": spec.display_name,
+        "description": spec.description,
+        "source": spec.source or "built-in",
+        "tools": "all" if spec.tools is None else list(spec.tools),
+        "unmapped_tools": list(spec.unmapped_tools),
+        "model": spec.model or "inherit",
+        "model_requested": spec.requested_model,
+        "memory_share_mode": spec.memory_share_mode,
+        "loaded": True,
+        "reason": None,
+        "line": None,
+        "shadowed_by": None,
+        "notes": list(spec.notes),
+    }
+
+
+def _unloaded(
+    name: str, source: str, line: int | None, reason: str, *, by: str | None = None
+) -> dict[str, Any]:
+    return {
+        "id": name,
+        "display_name": None,
+        "description": None,
+        "source": source,
+        "tools": None,
+        "unmapped_tools": [],
+        "model": None,
+        "model_requested": None,
+        "memory_share_mode": None,
+        "loaded": False,
+        "reason": reason,
+        "line": line,
+        "shadowed_by": by,
+        "notes": [],
+    }
+
+
+@agents_app.command("list")
+def list_agents(as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """Every agent type: built-in ones and those of agent files (workspace agents/,
+    .github/agents/, .claude/agents/, .github/chatmodes/, then the home's agents/).
+
+    For each: its id and display name, the file, its tools as mapped to ours, the
+    names that map to nothing, its model as resolved through [models], and for a
+    file that did not load, why (file and line).
+    """
+    home_dir = resolve_home(home)
+    try:
+        config = load_config(home_dir)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    rows = agent_report(home_dir, config)
+    if as_json:
+        print_json({"agents": rows})
+        return
+    table = Table(box=None, header_style="bold")
+    for column in ("id", "name", "source", "tools", "unmapped", "model", "loaded"):
+        table.add_column(column, no_wrap=column == "id")
+    for row in rows:
+        tools = row["tools"]
+        loaded = styled(("yes", "green")) if row["loaded"] else styled(("no", "red"))
+        if not row["loaded"]:
+            where = f" (line {row['line']})" if row["line"] else ""
+            loaded.append(f": {row['reason']}{where}")
+        model = row["model"] or "-"
+        if row["model_requested"] and row["model_requested"] != row["model"]:
+            model = f"{model} (from {row['model_requested']})"
+        add_row(
+            table,
+            row["id"],
+            row["display_name"] or "-",
+            row["source"],
+            tools if isinstance(tools, str) else ", ".join(tools or []) or "-",
+            ", ".join(row["unmapped_tools"]) or "-",
+            model,
+            loaded,
+        )
+    stdout_console().print(table)
+    notes = [(row["id"], note) for row in rows for note in row["notes"]]
+    for name, note in notes:
+        typer.echo(f"note: {name}: {note}", err=True)
