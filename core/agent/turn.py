@@ -277,6 +277,7 @@ class TurnHandler:
             ctx=tool_context,
             record=observer.event,
             publisher=s.inbox,
+            pending=lambda: list(observer.pending),
         )
         try:
             fresh = len(history) == 1 and state.summary is None
