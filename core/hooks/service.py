@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.errors import StoreError
 from core.event_data import EventPayload, HookBlocked, HookError
 from core.events import Event
 from core.tools.base import ToolContext
@@ -249,8 +250,8 @@ class Hooks:
             child = None
             if event is HookEvent.SUBAGENT_STOP and facts.agent_id is not None:
                 child = await self._transcripts.write(facts.agent_id, cwd=facts.cwd)
-        except OSError as exc:
-            log.warning("hook transcript not written: %s", exc.strerror or exc)
+        except (OSError, StoreError) as exc:  # the hooks still run, with a null path
+            log.warning("hook transcript not written: %s", exc)
             return facts
         return dataclasses.replace(
             facts,
