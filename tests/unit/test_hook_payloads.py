@@ -13,7 +13,7 @@ from core.hooks import HookEvent, default_sources, load_hooks
 from core.hooks.dialects import Facts
 from core.hooks.loader import hook_files
 from core.hooks.payloads import payload
-from core.hooks.transcript import render, transcript_name
+from core.hooks.transcript import _newest_within, render, transcript_name
 from core.tools.control_files import control_entry
 from gateway.config import load_config, workspace_dir
 from gateway.plugins import ChannelPlugins
@@ -156,3 +156,10 @@ def test_transcript_lines_and_names() -> None:
     assert len({line["uuid"] for line in lines}) == 4 and lines[0]["parentUuid"] is None
     names = {transcript_name(k) for k in ("a:b", "a_b", "a/b", "../x")}
     assert len(names) == 4 and all("/" not in n and not n.startswith(".") for n in names)
+
+
+def test_a_transcript_keeps_its_newest_lines_within_the_byte_cap() -> None:
+    lines = [json.dumps({"n": i, "pad": "x" * 90}) for i in range(100)]
+    kept = _newest_within(lines, 1000)
+    assert kept == lines[-len(kept) :] and sum(len(x) + 1 for x in kept) <= 1000
+    assert len(kept) == 1000 // (len(lines[0]) + 1)
