@@ -25,6 +25,7 @@ from core.bus.wakeups import Wakeups
 from core.events import EventLog
 from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
 from core.hooks.subagents import SubagentHooks
+from core.hooks.transcript import hook_transcripts
 from core.mcp import McpConfig
 from core.mcp.manager import McpManager
 from core.mcp.trust import trust_verifier
@@ -239,6 +240,8 @@ async def build_core(
             workspace=workspace,
             sources=default_sources(workspace, hooks_dir),
             trust=trust,
+            transcripts=hook_transcripts(home, events, hooks),
+            model=model,
         )
         if hooks.enabled
         else None

@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_core import PydanticCustomError
 
 from channels.base import ChannelConfig
+from channels.teams.service_urls import LoopbackEntry, loopback_entry
 from core.messages import Delivery
 
 __all__ = ["REFERENCE_KEY", "ROUTE", "AuthType", "TeamsConfig"]
@@ -52,7 +53,10 @@ class TeamsConfig(ChannelConfig):
     tests: refused unless ``http.host`` is a loopback address."""
     service_url_allow: list[str] = Field(default_factory=list)
     """Hosts a ``serviceUrl`` may name besides Microsoft's (the SDK's host validator;
-    https only). ``["*"]`` turns the check off (a loopback fake connector in tests)."""
+    https only). ``["*"]`` turns the check off (a loopback fake connector in tests). In
+    anonymous mode an entry may name this machine (``localhost``, ``127.0.0.1``,
+    ``[::1]``, optionally ``:port``): the Agents Playground's and the Bot Framework
+    Emulator's ``http://localhost:<port>`` service URLs."""
     typing_interval: float = Field(default=3.0, gt=0)
     """Seconds between two typing indicators while a turn runs."""
 
@@ -73,6 +77,34 @@ class TeamsConfig(ChannelConfig):
                 {"key": missing[0], "env": missing[0].upper()},
             )
         return self
+
+    @model_validator(mode="after")
+    def _loopback_entries(self) -> TeamsConfig:
+        for entry in self.service_url_allow:
+            try:
+                found = loopback_entry(entry)
+            except ValueError as exc:
+                raise PydanticCustomError(
+                    "teams_service_url",
+                    "channels.teams.service_url_allow entry {entry!r} is not a host: {error}",
+                    {"entry": entry, "error": str(exc)},
+                ) from exc
+            if found is not None and not self.anonymous:
+                raise PydanticCustomError(
+                    "teams_service_url_loopback",
+                    "channels.teams.service_url_allow entry {entry!r} names this machine, "
+                    "which only anonymous mode (local tests: anonymous = true) may use",
+                    {"entry": entry},
+                )
+        return self
+
+    @property
+    def loopback_service_urls(self) -> tuple[LoopbackEntry, ...]:
+        """The ``service_url_allow`` entries naming this machine (anonymous mode only)."""
+        if not self.anonymous:
+            return ()
+        found = (loopback_entry(e) for e in self.service_url_allow)
+        return tuple(e for e in found if e is not None)
 
     def delivery_problem(self, delivery: Delivery) -> str | None:
         if delivery.route.get(REFERENCE_KEY):

@@ -19,13 +19,16 @@ from microsoft_agents.hosting.core import (
     TurnContext,
 )
 from microsoft_agents.hosting.core.authorization import AuthenticationConstants, AuthTypes
+from yarl import URL
 
 from channels.teams.config import TeamsConfig
+from channels.teams.service_urls import LoopbackEntry, loopback_entry
 from core.errors import FamiliarError
 
 __all__ = [
     "AUTHENTICATED",
     "SERVICE_CONNECTION",
+    "ServiceUrlValidator",
     "TeamsError",
     "TeamsSdk",
     "TokenProviderFactory",
@@ -70,6 +73,31 @@ def auth_configuration(config: TeamsConfig) -> AgentAuthConfiguration:
     )
 
 
+class ServiceUrlValidator(OutboundHostValidator):
+    """The SDK's host validator, which also accepts the service URLs of ``loopback``.
+
+    The SDK's own never accepts ``http://localhost:<port>`` (the Agents Playground's and
+    the Bot Framework Emulator's): it wants https and refuses loopback addresses
+    whatever hosts it is given. The adapter asks only ``enabled`` and ``is_allowed``.
+    """
+
+    def __init__(
+        self, hosts: list[str], *, enabled: bool, loopback: tuple[LoopbackEntry, ...] = ()
+    ) -> None:
+        super().__init__(hosts, enabled=enabled)
+        self._loopback = loopback
+
+    def is_allowed(self, url: str | URL) -> bool:
+        if self.enabled and self._loopback:
+            try:
+                parsed = URL(url) if isinstance(url, str) else url
+            except (TypeError, ValueError):
+                return False
+            if any(entry.allows(parsed) for entry in self._loopback):
+                return True
+        return super().is_allowed(url)
+
+
 @dataclass(frozen=True, slots=True)
 class TeamsSdk:
     """The connection manager (tokens) and the adapter (HTTP in, Bot Connector out)."""
@@ -85,8 +113,10 @@ class TeamsSdk:
         connections = ConnectionManager(
             provider_factory=tokens, connections_configurations={SERVICE_CONNECTION: auth}
         )
-        hosts = [h for h in config.service_url_allow if h != "*"]
-        validator = OutboundHostValidator(hosts, enabled=config.check_service_url)
+        hosts = [h for h in config.service_url_allow if h != "*" and loopback_entry(h) is None]
+        validator = ServiceUrlValidator(
+            hosts, enabled=config.check_service_url, loopback=config.loopback_service_urls
+        )
         adapter = CloudAdapter(connection_manager=connections, host_validator=validator)
         adapter.on_turn_error = _reraise  # a failed publish is a 500: Teams redelivers
         return cls(auth=auth, connections=connections, adapter=adapter)

@@ -278,6 +278,7 @@ class TurnHandler:
             ctx=tool_context,
             record=observer.event,
             publisher=s.inbox,
+            pending=lambda: list(observer.pending),
         )
         try:
             fresh = len(history) == 1 and state.summary is None

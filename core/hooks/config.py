@@ -31,6 +31,9 @@ class HooksConfig(BaseModel):
         env_passthrough: variables copied from the daemon's environment into the hooks'
             (besides ``PATH``, ``LANG``, ``TERM``); ``FAMILIAR_*`` names are refused.
         reload_interval: seconds between checks whether hook files changed.
+        transcript_max_events: events of a session (newest first) rendered into the
+            transcript a hook's ``transcript_path`` points to.
+        transcript_max_bytes: the most a transcript file holds (its oldest lines go).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -42,6 +45,8 @@ class HooksConfig(BaseModel):
     max_context_chars: int = Field(default=10_000, ge=100, le=1_000_000)
     env_passthrough: list[str] = Field(default_factory=list)
     reload_interval: float = Field(default=1.0, ge=0, le=3600)
+    transcript_max_events: int = Field(default=2000, ge=10, le=100_000)
+    transcript_max_bytes: int = Field(default=4 * 1_048_576, ge=65536, le=256 * 1_048_576)
 
     @field_validator("env_passthrough")
     @classmethod

@@ -1,17 +1,16 @@
-"""The two hook dialects: the JSON payload written to a hook, and its answer read back.
+"""The two hook dialects: what a hook is told (`Facts`, tool names) and its answer read back.
 
-``copilot`` (camelCase event names): camelCase payload with ``sessionId`` and an epoch-ms
-``timestamp``. ``claude`` (PascalCase event names): snake_case payload with
-``session_id`` and ``hook_event_name``. Answers are read leniently in both: top-level
+``copilot`` (camelCase event names) and ``claude`` (PascalCase event names); the payload
+itself is `core.hooks.payloads`. Answers are read leniently in both: top-level
 ``permissionDecision`` / ``decision`` and ``hookSpecificOutput.*``, ``modifiedArgs`` and
-``updatedInput`` alike (conventions.md §2).
+``updatedInput`` alike (conventions.md §2). Plain text where the format ignores it is
+ignored (`parse_answer`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Any
 
 from .names import Dialect, HookEvent
@@ -21,17 +20,20 @@ __all__ = [
     "COPILOT_TOOLS",
     "Answer",
     "Facts",
+    "claude_tool_response",
     "from_claude_args",
     "parse_answer",
-    "payload",
+    "text_is_ignored",
+    "to_claude",
 ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Facts:
-    """What an event is about, dialect-neutral; ``payload`` renders it per dialect."""
+    """What an event is about, dialect-neutral; `core.hooks.payloads.payload` renders it."""
 
     session_key: str
+    """The session (for subagent events: the parent's; ``agent_id`` is the child's)."""
     cwd: str
     channel: str = ""
     agent_type: str = "main"
@@ -39,61 +41,30 @@ class Facts:
     message_id: str = ""
     origin: str | None = None
     prompt: str | None = None
+    """The user's message (sessionStart, userPromptSubmitted) or a subagent's task."""
     source: str | None = None
     """sessionStart: ``startup`` (a new session) or ``new`` (after ``/new``)."""
+    model: str | None = None
+    """sessionStart: the model answering (Claude's ``model``), when known."""
     tool_name: str | None = None
     tool_args: dict[str, Any] | None = None
     call_id: str | None = None
     tool_result: str | None = None
-    tool_failed: bool = False
+    """postToolUse: the result text; postToolUseFailure: the error text."""
     stop_reason: str | None = None
+    """agentStop: ours (``answered``, ``task_complete``, ``max_iterations``)."""
     stop_hook_active: bool | None = None
     last_message: str | None = None
     reason: str | None = None
-    """sessionEnd: why it ended."""
+    """sessionEnd: why it ended, ours (``new``: ``/new``)."""
     error: str | None = None
     error_kind: str | None = None
-    parent_session_key: str | None = None
-    """subagent events: the parent's session (``session_key`` is the child's)."""
-
-
-_COPILOT_KEYS = {
-    "channel": "channel",
-    "agent_type": "agentName",
-    "depth": "agentDepth",
-    "message_id": "messageId",
-    "origin": "origin",
-    "prompt": "prompt",
-    "source": "source",
-    "tool_name": "toolName",
-    "tool_args": "toolArgs",
-    "call_id": "toolCallId",
-    "stop_reason": "stopReason",
-    "stop_hook_active": "stop_hook_active",
-    "last_message": "lastAssistantMessage",
-    "reason": "reason",
-    "parent_session_key": "parentSessionId",
-}
-_CLAUDE_KEYS = {
-    "channel": "channel",
-    "agent_type": "agent_type",
-    "depth": "agent_depth",
-    "message_id": "message_id",
-    "origin": "origin",
-    "prompt": "prompt",
-    "source": "source",
-    "tool_name": "tool_name",
-    "tool_args": "tool_input",
-    "call_id": "tool_use_id",
-    "tool_result": "tool_response",
-    "stop_reason": "stop_reason",
-    "stop_hook_active": "stop_hook_active",
-    "last_message": "last_assistant_message",
-    "reason": "reason",
-    "error": "error",
-    "error_kind": "error_type",
-    "parent_session_key": "parent_session_id",
-}
+    agent_id: str | None = None
+    """subagent events: the child's session key."""
+    transcript_path: str | None = None
+    """The session's JSONL transcript (`core.hooks.transcript`), when one is kept."""
+    agent_transcript_path: str | None = None
+    """subagentStop: the child's transcript."""
 
 
 CLAUDE_TOOLS: dict[str, tuple[str, dict[str, str]]] = {
@@ -118,7 +89,8 @@ COPILOT_TOOLS = {"exec": "bash"}
 (``command`` is Copilot's too)."""
 
 
-def _to_claude(tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def to_claude(tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Our ``tool`` and its ``args`` as Claude Code names them."""
     name, keys = CLAUDE_TOOLS.get(tool, (tool, {}))
     out = {keys.get(k, k): v for k, v in args.items()}
     if tool == "exec" and isinstance(out.get("timeout"), int | float):
@@ -135,46 +107,15 @@ def from_claude_args(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def payload(facts: Facts, *, event: HookEvent, event_name: str, dialect: Dialect) -> bytes:
-    """The JSON document written to a hook's stdin."""
-    now = datetime.now(UTC)
-    if dialect == "copilot":
-        doc: dict[str, Any] = {
-            "sessionId": facts.session_key,
-            "timestamp": int(now.timestamp() * 1000),
-            "cwd": facts.cwd,
-        }
-        keys = _COPILOT_KEYS
-        if facts.tool_result is not None:
-            doc["toolResult"] = {
-                "resultType": "failure" if facts.tool_failed else "success",
-                "textResultForLlm": facts.tool_result,
-            }
-        if facts.error is not None:
-            doc["error"] = {"message": facts.error, "name": facts.error_kind or "Error"}
-    else:
-        doc = {
-            "session_id": facts.session_key,
-            "hook_event_name": event_name,
-            "timestamp": now.isoformat(),
-            "cwd": facts.cwd,
-            "transcript_path": None,
-            "permission_mode": "default",
-        }
-        keys = _CLAUDE_KEYS
-        if facts.source == "new":
-            facts = replace(facts, source="clear")  # Claude Code's name for /clear
-    for field_name, key in keys.items():
-        value = getattr(facts, field_name)
-        if value is not None:
-            doc[key] = value
-    if dialect == "copilot" and facts.tool_name is not None:
-        doc["toolName"] = COPILOT_TOOLS.get(facts.tool_name, facts.tool_name)
-    if dialect == "claude" and facts.tool_name is not None:
-        doc["tool_name"], doc["tool_input"] = _to_claude(facts.tool_name, facts.tool_args or {})
-    if event in (HookEvent.SUBAGENT_START, HookEvent.SUBAGENT_STOP) and dialect == "claude":
-        doc["agent_id"] = facts.session_key
-    return json.dumps(doc, default=str).encode()
+def claude_tool_response(tool: str, args: dict[str, Any] | None, result: str) -> Any:
+    """``tool_response`` as Claude Code shapes it for the tools it shares with us
+    (``Bash``: ``stdout``/``stderr``/``interrupted``/``isImage``; ``Write``/``Edit``:
+    ``filePath``/``success``); other tools' result text as it is."""
+    if tool == "exec":
+        return {"stdout": result, "stderr": "", "interrupted": False, "isImage": False}
+    if tool in ("write_file", "edit_file"):
+        return {"filePath": str((args or {}).get("path", "")), "success": True}
+    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,22 +155,52 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return doc
 
 
+_CONTEXT_FROM_TEXT = frozenset({HookEvent.SESSION_START, HookEvent.USER_PROMPT_SUBMITTED})
+"""Claude Code: plain stdout of these events is context for the model."""
+_COPILOT_DECISIONS = frozenset(
+    {
+        HookEvent.PRE_TOOL_USE,
+        HookEvent.POST_TOOL_USE_FAILURE,
+        HookEvent.AGENT_STOP,
+        HookEvent.SUBAGENT_STOP,
+    }
+)
+"""Copilot events whose output GitHub documents as processed (a decision); the output
+of the others is ignored or at most an optional ``additionalContext`` object."""
+
+
+def text_is_ignored(event: HookEvent, dialect: Dialect) -> bool:
+    """Whether output that is not a JSON object means nothing for ``event`` (rather than
+    a broken answer): Claude Code reads plain stdout only on SessionStart and
+    UserPromptSubmit (as context) and logs it elsewhere; GitHub ignores the output of
+    every Copilot event but the decision ones."""
+    if dialect == "claude":
+        return event not in _CONTEXT_FROM_TEXT
+    return event not in _COPILOT_DECISIONS
+
+
 def parse_answer(stdout: str, *, event: HookEvent, dialect: Dialect) -> Answer:
     """Read the decision a hook printed (exit code 0).
 
+    Output that is not a JSON object is context for Claude-dialect sessionStart /
+    userPromptSubmitted hooks (as in Claude Code) and nothing where the format ignores it
+    (`text_is_ignored`).
+
     Raises:
-        ValueError: the output is not a JSON object (plain text is context for
-            Claude-dialect sessionStart / userPromptSubmitted hooks, as in Claude Code).
+        ValueError: the output of a decision event is not a JSON object.
     """
     try:
         doc = _json_object(stdout)
     except ValueError:
-        if dialect == "claude" and event in (
-            HookEvent.SESSION_START,
-            HookEvent.USER_PROMPT_SUBMITTED,
-        ):
+        if dialect == "claude" and event in _CONTEXT_FROM_TEXT:
             return Answer(context=stdout.strip())
+        if text_is_ignored(event, dialect):
+            return Answer()
         raise
+    return _answer_of(doc, event)
+
+
+def _answer_of(doc: dict[str, Any] | None, event: HookEvent) -> Answer:
     if doc is None:
         return Answer()
     specific = doc.get("hookSpecificOutput")
@@ -249,6 +220,11 @@ def parse_answer(stdout: str, *, event: HookEvent, dialect: Dialect) -> Answer:
     if isinstance(decision, str) and decision.lower() in _BLOCKING:
         block = str(reason) if reason else f"blocked by a {event.value} hook"
     args = pick("modifiedArgs", "updatedInput")
+    if isinstance(args, str):  # in the form toolArgs came in (a JSON string)
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError as exc:
+            raise ValueError("modifiedArgs is a string but not JSON") from exc
     if args is not None and not isinstance(args, dict):
         raise ValueError("modifiedArgs / updatedInput is not a JSON object")
     context = pick("additionalContext")

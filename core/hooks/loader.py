@@ -21,6 +21,7 @@ from core.trust import TrustCheck, WorkspaceTrust, named_files, shell_words
 from .names import TOOL_ALIASES, Dialect, HookEvent, dialect_of, normalise_event
 
 __all__ = [
+    "PACK_FILE",
     "HookCommand",
     "HookFileProblem",
     "HookSet",
@@ -53,8 +54,9 @@ def default_sources(workspace: Path, user_dir: Path | None) -> list[HookSource]:
     """The places familiar reads hooks from, in the order they run.
 
     Args:
-        workspace: ``.github/hooks/*.json`` and ``.claude/settings{,.local}.json`` in it.
-        user_dir: ``$FAMILIAR_HOME/hooks`` (``*.json`` in the Copilot format).
+        workspace: ``.github/hooks/*.json`` (and packs' ``.github/hooks/<name>/hooks.json``)
+            and ``.claude/settings{,.local}.json`` in it.
+        user_dir: ``$FAMILIAR_HOME/hooks`` (``*.json`` and packs, in the Copilot format).
     """
     sources = [HookSource(workspace / ".github" / "hooks", "copilot")]
     if user_dir is not None:
@@ -131,7 +133,8 @@ class HookSet:
     files: tuple[Path, ...] = ()
     """Files that loaded (with or without hooks)."""
     disabled_by: Path | None = None
-    """A file with ``"disableAllHooks": true``: no hook runs."""
+    """A Claude settings file with ``"disableAllHooks": true``: no hook runs (in a
+    Copilot hook file it only switches that file's own hooks off)."""
     trusted: tuple[TrustCheck, ...] = ()
     """Workspace files that loaded: what they and the files they run hashed to."""
     untrusted: tuple[TrustCheck, ...] = ()
@@ -156,12 +159,20 @@ def hook_files(sources: Iterable[HookSource]) -> list[tuple[Path, SourceKind]]:
     return _files(sources)
 
 
+PACK_FILE = "hooks.json"
+"""A Copilot hook pack's config, in its own folder: ``cp -r hooks/<name> .github/hooks/``
+puts it at ``.github/hooks/<name>/hooks.json``. Other JSON files of a pack are its
+scripts' data, not hook files."""
+
+
 def _files(sources: Iterable[HookSource]) -> list[tuple[Path, SourceKind]]:
     found: list[tuple[Path, SourceKind]] = []
     for source in sources:
         if source.kind == "copilot":
             if source.path.is_dir():
                 found += [(p, "copilot") for p in sorted(source.path.glob("*.json"))]
+                packs = sorted(source.path.glob(f"*/{PACK_FILE}"))
+                found += [(p, "copilot") for p in packs if p.is_file()]
         elif source.path.is_file():
             found.append((source.path, "claude"))
     return found
@@ -211,6 +222,21 @@ def check_hook_file(path: Path, kind: SourceKind, trust: WorkspaceTrust) -> Trus
     return trust.check(path, _named(commands, trust.workspace), content=content)
 
 
+def _read_or_problem(
+    path: Path, kind: SourceKind
+) -> tuple[list[HookCommand], bool, bytes] | HookFileProblem:
+    try:
+        return _read(path, kind)
+    except OSError as exc:
+        return HookFileProblem(path, f"cannot read: {exc.strerror or exc}")
+    except UnicodeDecodeError:
+        return HookFileProblem(path, "not UTF-8 text")
+    except json.JSONDecodeError as exc:
+        return HookFileProblem(path, f"not JSON: {exc}")
+    except _Malformed as exc:
+        return HookFileProblem(path, str(exc))
+
+
 def load_hooks(sources: Sequence[HookSource], *, trust: WorkspaceTrust) -> HookSet:
     """Read every hook file of ``sources`` (blocking: run it in a thread).
 
@@ -224,20 +250,11 @@ def load_hooks(sources: Sequence[HookSource], *, trust: WorkspaceTrust) -> HookS
     untrusted: list[TrustCheck] = []
     disabled_by: Path | None = None
     for path, kind in _files(sources):
-        try:
-            parsed, disable, content = _read(path, kind)
-        except OSError as exc:
-            problems.append(HookFileProblem(path, f"cannot read: {exc.strerror or exc}"))
+        read = _read_or_problem(path, kind)
+        if isinstance(read, HookFileProblem):
+            problems.append(read)
             continue
-        except UnicodeDecodeError:
-            problems.append(HookFileProblem(path, "not UTF-8 text"))
-            continue
-        except json.JSONDecodeError as exc:
-            problems.append(HookFileProblem(path, f"not JSON: {exc}"))
-            continue
-        except _Malformed as exc:
-            problems.append(HookFileProblem(path, str(exc)))
-            continue
+        parsed, disable, content = read
         if path.absolute().is_relative_to(trust.workspace):
             check = trust.check(path, _named(parsed, trust.workspace), content=content)
             if not check.trusted:
@@ -246,6 +263,10 @@ def load_hooks(sources: Sequence[HookSource], *, trust: WorkspaceTrust) -> HookS
                 continue
             trusted.append(check)
         loaded.append(path)
+        if disable and kind == "copilot":
+            # GitHub: in a hook file it skips that file's hooks only
+            log.info("disableAllHooks is set in %s: its hooks do not run", path)
+            continue
         if disable and disabled_by is None:
             disabled_by = path
         for command in parsed:

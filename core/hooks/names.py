@@ -21,6 +21,7 @@ class HookEvent(StrEnum):
     USER_PROMPT_SUBMITTED = "userPromptSubmitted"
     PRE_TOOL_USE = "preToolUse"
     POST_TOOL_USE = "postToolUse"
+    POST_TOOL_USE_FAILURE = "postToolUseFailure"
     SUBAGENT_START = "subagentStart"
     SUBAGENT_STOP = "subagentStop"
     AGENT_STOP = "agentStop"

@@ -18,7 +18,7 @@ from core.tools.registry import ToolExecutor, ToolResult
 
 from .dialects import Facts
 from .names import HookEvent
-from .service import HookOutcome, Hooks, facts_of
+from .service import HookOutcome, Hooks, Pending, facts_of
 
 __all__ = ["HookedTools", "TurnHooks", "session_end_on_new"]
 
@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 Record = Callable[[EventPayload], Awaitable[None]]
 """Appends an event to the turn's session log (the turn's observer)."""
+_TOOL_EVENTS = (HookEvent.PRE_TOOL_USE, HookEvent.POST_TOOL_USE, HookEvent.POST_TOOL_USE_FAILURE)
 
 
 async def _record_all(record: Record, outcome: HookOutcome) -> None:
@@ -37,27 +38,32 @@ class HookedTools:
     """A `ToolExecutor` running ``preToolUse`` / ``postToolUse`` hooks around each call.
 
     A denying (or failing) ``preToolUse`` hook refuses the call with its reason as the
-    tool result; one answering new arguments makes the tool run with those.
+    tool result; one answering new arguments makes the tool run with those. A call that
+    fails fires ``postToolUseFailure`` instead of ``postToolUse`` (as in both formats).
     """
 
-    def __init__(self, *, tools: ToolExecutor, hooks: Hooks, record: Record) -> None:
+    def __init__(
+        self, *, tools: ToolExecutor, hooks: Hooks, record: Record, pending: Pending | None = None
+    ) -> None:
         self._tools = tools
         self._hooks = hooks
         self._record = record
+        self._pending = pending
 
     def parallel_safe(self, name: str) -> bool:
         return self._tools.parallel_safe(name)
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         loaded = await self._hooks.current()
-        if not (
-            loaded.for_event(HookEvent.PRE_TOOL_USE) or loaded.for_event(HookEvent.POST_TOOL_USE)
-        ):
+        if not any(loaded.for_event(e) for e in _TOOL_EVENTS):
             return await self._tools.execute(call, ctx)  # no tool hook: nothing to build
         facts = dataclasses.replace(
             facts_of(ctx), tool_name=call.name, tool_args=call.arguments, call_id=call.id
         )
-        pre = await self._hooks.fire(HookEvent.PRE_TOOL_USE, facts, subject=call.name)
+        pending = self._pending
+        pre = await self._hooks.fire(
+            HookEvent.PRE_TOOL_USE, facts, subject=call.name, pending=pending
+        )
         await _record_all(self._record, pre)
         if pre.block is not None:
             log.info("tool call denied by a hook tool=%s call=%s", call.name, call.id)
@@ -67,10 +73,9 @@ class HookedTools:
             log.info("tool arguments rewritten by a hook tool=%s call=%s", call.name, call.id)
             call = call.model_copy(update={"arguments": pre.args})
         result = await self._tools.execute(call, ctx)
-        facts = dataclasses.replace(
-            facts, tool_args=call.arguments, tool_result=result.content, tool_failed=result.is_error
-        )
-        post = await self._hooks.fire(HookEvent.POST_TOOL_USE, facts, subject=call.name)
+        facts = dataclasses.replace(facts, tool_args=call.arguments, tool_result=result.content)
+        after = HookEvent.POST_TOOL_USE_FAILURE if result.is_error else HookEvent.POST_TOOL_USE
+        post = await self._hooks.fire(after, facts, subject=call.name, pending=pending)
         await _record_all(self._record, post)
         if post.context:
             extra = post.context_text
@@ -93,8 +98,14 @@ class TurnHooks:
         ctx: ToolContext,
         record: Record,
         publisher: Publisher,
+        pending: Pending | None = None,
     ) -> None:
+        """
+        Args:
+            pending: the turn's events not in the event log yet (for transcripts).
+        """
         self._hooks = hooks
+        self._pending = pending
         self._message = message
         self._record = record
         self._publisher = publisher
@@ -121,14 +132,20 @@ class TurnHooks:
         prompt = self._message.text
         if fresh and await self._wanted(HookEvent.SESSION_START):
             source = "startup" if epoch == 0 else "new"
-            facts = dataclasses.replace(self._facts, source=source, prompt=prompt)
-            start = await self._hooks.fire(HookEvent.SESSION_START, facts, subject=source)
+            facts = dataclasses.replace(
+                self._facts, source=source, prompt=prompt, model=self._hooks.model
+            )
+            start = await self._hooks.fire(
+                HookEvent.SESSION_START, facts, subject=source, pending=self._pending
+            )
             await _record_all(self._record, start)
             self._context += start.context
         if not await self._wanted(HookEvent.USER_PROMPT_SUBMITTED):
             return None
         facts = dataclasses.replace(self._facts, prompt=prompt)
-        submitted = await self._hooks.fire(HookEvent.USER_PROMPT_SUBMITTED, facts)
+        submitted = await self._hooks.fire(
+            HookEvent.USER_PROMPT_SUBMITTED, facts, pending=self._pending
+        )
         await _record_all(self._record, submitted)
         self._context += submitted.context
         return submitted.block
@@ -143,7 +160,9 @@ class TurnHooks:
         """``tools`` running the tool hooks around each call."""
         if self._hooks is None:
             return tools
-        return HookedTools(tools=tools, hooks=self._hooks, record=self._record)
+        return HookedTools(
+            tools=tools, hooks=self._hooks, record=self._record, pending=self._pending
+        )
 
     async def stopped(self, *, text: str, stop: str) -> None:
         """``agentStop``: a block enqueues its reason as a ``system`` message of the session
@@ -161,7 +180,7 @@ class TurnHooks:
         facts = dataclasses.replace(
             self._facts, stop_reason=stop, stop_hook_active=done > 0, last_message=text
         )
-        outcome = await self._hooks.fire(HookEvent.AGENT_STOP, facts)
+        outcome = await self._hooks.fire(HookEvent.AGENT_STOP, facts, pending=self._pending)
         await _record_all(self._record, outcome)
         if outcome.block is None:
             return
@@ -183,13 +202,15 @@ class TurnHooks:
         if self._hooks is None or not await self._wanted(HookEvent.ERROR_OCCURRED):
             return
         facts = dataclasses.replace(self._facts, error=error, error_kind=kind)
-        await _record_all(self._record, await self._hooks.fire(HookEvent.ERROR_OCCURRED, facts))
+        outcome = await self._hooks.fire(HookEvent.ERROR_OCCURRED, facts, pending=self._pending)
+        await _record_all(self._record, outcome)
 
 
 def session_end_on_new(
     commands: CommandRouter, hooks: Hooks, workspace: Path, events: EventLog
 ) -> None:
-    """Fire ``sessionEnd`` (reason ``clear``) when ``/new`` ends a session's context."""
+    """Fire ``sessionEnd`` (reason ``new``: Copilot's ``user_exit``, Claude's ``clear``)
+    when ``/new`` ends a session's context."""
 
     def wrapper(handler: CommandHandler) -> CommandHandler:
         async def new(message: InboundMessage, args: str) -> str:
@@ -200,7 +221,7 @@ def session_end_on_new(
                 message_id=message.id,
                 message=message,
             )
-            outcome = await hooks.session_end(ctx=ctx, reason="clear")
+            outcome = await hooks.session_end(ctx=ctx, reason="new")
             if outcome.events:
                 await events.append(
                     *(

@@ -7,23 +7,27 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.errors import StoreError
 from core.event_data import EventPayload, HookBlocked, HookError
+from core.events import Event
 from core.tools.base import ToolContext
 from core.tools.sandbox import command_env
 from core.trust import WorkspaceTrust, digest
 
 from .config import HooksConfig
-from .dialects import Answer, Facts, from_claude_args, parse_answer, payload
+from .dialects import Answer, Facts, from_claude_args, parse_answer
 from .loader import HookCommand, HookFileProblem, HookSet, HookSource, fingerprint, load_hooks
 from .names import HookEvent
+from .payloads import payload
 from .process import run_hook_process
+from .transcript import Transcripts
 
-__all__ = ["FAILED", "HookOutcome", "Hooks", "facts_of"]
+__all__ = ["FAILED", "HookOutcome", "Hooks", "Pending", "facts_of"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,15 @@ _BLOCKABLE = {
     HookEvent.SUBAGENT_STOP,
 }
 _STDERR_PREVIEW = 300
+_COPILOT_TRANSCRIPT = {HookEvent.AGENT_STOP, HookEvent.SUBAGENT_START, HookEvent.SUBAGENT_STOP}
+"""Copilot events whose payload GitHub documents with a ``transcriptPath`` (Claude's
+all have ``transcript_path``)."""
+_CONTEXT_ON_EXIT_2 = {HookEvent.POST_TOOL_USE, HookEvent.POST_TOOL_USE_FAILURE}
+"""Where exit 2's stderr is shown to the model rather than blocking: Claude's
+PostToolUse, Copilot's postToolUseFailure ("recovery guidance")."""
+
+Pending = Callable[[], Iterable[Event]]
+"""The running turn's events not in the event log yet (for the transcript)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +125,19 @@ class Hooks:
         workspace: Path,
         sources: Sequence[HookSource],
         trust: WorkspaceTrust,
+        transcripts: Transcripts | None = None,
+        model: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """
+        Args:
+            transcripts: where the session transcripts hooks read are written (None:
+                ``transcript_path`` is null).
+            model: the provider's model (Claude's SessionStart ``model``).
+        """
         self.config = config
+        self.model = model
+        self._transcripts = transcripts
         self._workspace = workspace
         self._sources = tuple(sources)
         self._trust = trust
@@ -180,10 +203,19 @@ class Hooks:
         return (await self.current()).problems
 
     async def fire(
-        self, event: HookEvent, facts: Facts, *, subject: str | None = None
+        self,
+        event: HookEvent,
+        facts: Facts,
+        *,
+        subject: str | None = None,
+        pending: Pending | None = None,
     ) -> HookOutcome:
         """Run the hooks of ``event`` whose matcher accepts ``subject`` (a tool name, an
-        agent type, a session start source; None: every hook of the event)."""
+        agent type, a session start source; None: every hook of the event).
+
+        Args:
+            pending: the running turn's unwritten events, for the transcript.
+        """
         loaded = await self.current()
         hooks = [
             h for h in loaded.for_event(event) if subject is None or h.matcher.matches(subject)
@@ -198,8 +230,34 @@ class Hooks:
                 hooks = [h for h in hooks if h.source.absolute() not in stale]
         if not hooks:
             return NOTHING
+        facts = await self._with_transcripts(event, facts, hooks, pending)
         results = await asyncio.gather(*(self._run(h, facts) for h in hooks))
         return self._merge(event, facts, results)
+
+    async def _with_transcripts(
+        self, event: HookEvent, facts: Facts, hooks: Sequence[HookCommand], pending: Pending | None
+    ) -> Facts:
+        """``facts`` with the transcript paths, rendered now, if a hook gets them."""
+        if self._transcripts is None or not any(
+            h.dialect == "claude" or event in _COPILOT_TRANSCRIPT for h in hooks
+        ):
+            return facts
+        unwritten = list(pending()) if pending is not None else []  # before the log is read
+        try:
+            path = await self._transcripts.write(
+                facts.session_key, cwd=facts.cwd, pending=unwritten
+            )
+            child = None
+            if event is HookEvent.SUBAGENT_STOP and facts.agent_id is not None:
+                child = await self._transcripts.write(facts.agent_id, cwd=facts.cwd)
+        except (OSError, StoreError) as exc:  # the hooks still run, with a null path
+            log.warning("hook transcript not written: %s", exc)
+            return facts
+        return dataclasses.replace(
+            facts,
+            transcript_path=str(path),
+            agent_transcript_path=str(child) if child is not None else None,
+        )
 
     async def subagent_start(
         self, *, parent: ToolContext, child_session_key: str, agent_type: str, prompt: str
@@ -214,8 +272,7 @@ class Hooks:
         """
         facts = dataclasses.replace(
             facts_of(parent),
-            session_key=child_session_key,
-            parent_session_key=parent.session_key,
+            agent_id=child_session_key,
             agent_type=agent_type,
             depth=parent.depth + 1,
             prompt=prompt,
@@ -239,8 +296,7 @@ class Hooks:
         """
         facts = dataclasses.replace(
             facts_of(parent),
-            session_key=child_session_key,
-            parent_session_key=parent.session_key,
+            agent_id=child_session_key,
             agent_type=agent_type,
             depth=parent.depth + 1,
             last_message=response,
@@ -249,7 +305,8 @@ class Hooks:
         return await self.fire(HookEvent.SUBAGENT_STOP, facts, subject=agent_type)
 
     async def session_end(self, *, ctx: ToolContext, reason: str) -> HookOutcome:
-        """``sessionEnd`` (``reason``: ``clear`` when ``/new`` starts a fresh context)."""
+        """``sessionEnd`` (``reason``: ``new`` when ``/new`` starts a fresh context; each
+        dialect names it its way, `core.hooks.payloads`)."""
         facts = dataclasses.replace(facts_of(ctx), reason=reason)
         return await self.fire(HookEvent.SESSION_END, facts)
 
@@ -331,8 +388,8 @@ class Hooks:
                             tool=facts.tool_name,
                         )
                     )
-                elif event is HookEvent.POST_TOOL_USE:
-                    context.append(answer.block)  # Claude Code shows it to the model
+                elif event in _CONTEXT_ON_EXIT_2:
+                    context.append(answer.block)  # shown to the model
                 else:
                     log.warning(
                         "hook asked to block %s, which cannot be blocked; source=%s",

@@ -73,7 +73,8 @@ async def test_the_daemon_runs_hooks_from_home_and_workspace(home: Path) -> None
     prompt, pre = (c["payload"] for c in calls)
     assert prompt["hook_event_name"] == "UserPromptSubmit" and prompt["session_id"] == "cli:e2e"
     assert prompt["channel"] == "cli"
-    assert pre["toolName"] == "bash" and pre["toolArgs"] == {"command": "rm -rf precious"}
+    assert pre["toolName"] == "bash"
+    assert json.loads(pre["toolArgs"]) == {"command": "rm -rf precious"}  # a JSON string
     for call in calls:
         assert "OPENAI_API_KEY" not in call["env"]
         assert not [k for k in call["env"] if k.startswith("FAMILIAR_")]

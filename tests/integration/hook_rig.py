@@ -29,6 +29,8 @@ doc = json.loads(raw)
 with open(log_path, "a") as f:
     f.write(json.dumps({"mode": mode, "payload": doc, "env": dict(os.environ)}) + "\n")
 args = doc.get("toolArgs") or doc.get("tool_input") or {}
+if isinstance(args, str):  # Copilot's toolArgs is a JSON string (GitHub's scripts parse it)
+    args = json.loads(args)
 command = args.get("command", "") if isinstance(args, dict) else ""
 if mode == "ok":
     sys.exit(0)

@@ -3,6 +3,7 @@ written by the tests, and a real hook script run as a process."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -38,15 +39,17 @@ async def test_every_event_fires_with_the_copilot_payload(
     assert start["sessionId"] == "cli:t" and isinstance(start["timestamp"], int)
     assert start["cwd"] == str(rig.workspace) and start["source"] == "startup"
     assert start["channel"] == "test" and start["agentName"] == "main"
-    assert start["agentDepth"] == 0 and start["prompt"] == "run it"
+    assert start["agentDepth"] == 0 and start["initialPrompt"] == "run it"
     assert calls[1]["payload"]["prompt"] == "run it" and "source" not in calls[1]["payload"]
     pre, post, stop = (calls[i]["payload"] for i in (2, 3, 4))
-    assert pre["toolName"] == "bash" and pre["toolArgs"] == {"command": "echo hello-from-exec"}
+    assert pre["toolName"] == "bash"
+    assert json.loads(pre["toolArgs"]) == {"command": "echo hello-from-exec"}  # a JSON string
     assert post["toolName"] == "bash"
     assert post["toolResult"]["resultType"] == "success"
     assert "hello-from-exec" in post["toolResult"]["textResultForLlm"]
-    assert stop["stopReason"] == "answered" and stop["stop_hook_active"] is False
-    assert stop["lastAssistantMessage"] == "done"
+    assert stop["stopReason"] == "end_turn" and stop["turnEnd"] == "answered"
+    assert stop["stop_hook_active"] is False and stop["lastAssistantMessage"] == "done"
+    assert stop["transcriptPath"].endswith(".jsonl")
     prompt2, error = calls[5]["payload"], calls[6]["payload"]
     assert prompt2["prompt"] == "and again"
     assert error["error"]["name"] == "ProviderRejected" and "400" in error["error"]["message"]
@@ -97,7 +100,7 @@ async def test_every_event_fires_with_the_claude_payload(tmp_path: Path) -> None
     assert start["source"] == "startup" and prompt["prompt"] == "go"
     assert pre["tool_name"] == "Bash" and pre["tool_input"] == {"command": "echo claude-side"}
     assert pre["tool_use_id"]
-    assert "claude-side" in post["tool_response"]
+    assert "claude-side" in post["tool_response"]["stdout"]  # Claude's Bash response shape
     assert stop["stop_hook_active"] is False and stop["last_assistant_message"] == "all done"
 
 
@@ -407,10 +410,10 @@ async def test_session_end_fires_when_new_clears_the_context(tmp_path: Path) -> 
     payloads = [c["payload"] for c in rig.calls()]
     assert [(p.get("source"), p.get("reason")) for p in payloads] == [
         ("startup", None),
-        (None, "clear"),
+        (None, "user_exit"),  # /new, as GitHub names a session the user ended
         ("new", None),
-        (None, "clear"),  # both sessionEnd hooks of the second /new
-        (None, "clear"),
+        (None, "user_exit"),  # both sessionEnd hooks of the second /new
+        (None, "user_exit"),
     ]
 
 
@@ -470,14 +473,16 @@ async def test_subagent_hooks_through_their_api(tmp_path: Path, fmt: str) -> Non
     start, first_stop, second_stop = (c["payload"] for c in rig.calls())
     if fmt == "copilot":
         assert start["agentName"] == "reviewer" and start["agentDepth"] == 1
-        assert start["sessionId"] == "subagent:abc" and start["parentSessionId"] == "cli:t"
+        assert start["sessionId"] == "cli:t" and start["agentId"] == "subagent:abc"
         assert start["prompt"] == "review it"
         assert first_stop["lastAssistantMessage"] == "done?"
+        assert first_stop["stopReason"] == "end_turn"
     else:
         assert start["agent_type"] == "reviewer" and start["agent_depth"] == 1
-        assert start["agent_id"] == start["session_id"] == "subagent:abc"
-        assert start["parent_session_id"] == "cli:t" and start["prompt"] == "review it"
+        assert start["session_id"] == "cli:t" and start["agent_id"] == "subagent:abc"
+        assert start["prompt"] == "review it"
         assert first_stop["last_assistant_message"] == "done?"
+        assert first_stop["agent_id"] == "subagent:abc"
     assert first_stop["stop_hook_active"] is False and second_stop["stop_hook_active"] is True
 
 

@@ -98,11 +98,12 @@ async def test_subagent_start_context_reaches_the_child_and_stop_sees_its_answer
     assert len(calls) == 2, events
     start, stop = (c["payload"] for c in calls)
     if fmt == "copilot":
-        assert start["sessionId"] == task.child_key and start["parentSessionId"] == PARENT
+        assert start["sessionId"] == PARENT and start["agentId"] == task.child_key
         assert start["agentName"] == "general-purpose" and start["prompt"] == "say hi"
         assert stop["lastAssistantMessage"] == "child says hi"
     else:
         assert start["hook_event_name"] == "SubagentStart"
-        assert start["session_id"] == task.child_key and start["agent_type"] == "general-purpose"
+        assert start["session_id"] == PARENT and start["agent_id"] == task.child_key
+        assert start["agent_type"] == "general-purpose"
         assert stop["hook_event_name"] == "SubagentStop"
         assert stop["last_assistant_message"] == "child says hi"

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from core.hooks import HookEvent, HooksConfig, default_sources, load_hooks
-from core.hooks.dialects import parse_answer
+from core.hooks.dialects import Answer, parse_answer
 from core.hooks.names import normalise_event
 from gateway.config import load_config
 from gateway.plugins import ChannelPlugins
@@ -206,8 +206,25 @@ def test_answers_are_read_leniently() -> None:
     assert parse_answer("", event=pre, dialect="copilot").block is None
     plain = parse_answer("remember X", event=HookEvent.SESSION_START, dialect="claude")
     assert plain.context == "remember X"
+    # GitHub ignores a sessionStart hook's plain output (a banner); Claude Code logs plain
+    # output of the events it does not read as context: nothing, and no error
+    ignored = [
+        ("banner", HookEvent.SESSION_START, "copilot"),
+        ("logged", HookEvent.POST_TOOL_USE, "copilot"),
+        ("logged", HookEvent.SESSION_END, "copilot"),
+        ("fine", HookEvent.PRE_TOOL_USE, "claude"),
+        ("[1, 2]", HookEvent.AGENT_STOP, "claude"),
+    ]
+    for text, event, dialect in ignored:
+        assert parse_answer(text, event=event, dialect=dialect) == Answer(), (event, dialect)
+    with pytest.raises(ValueError):  # a decision event: output that is no object is broken
+        parse_answer("allow it", event=pre, dialect="copilot")
     with pytest.raises(ValueError):
-        parse_answer("remember X", event=HookEvent.SESSION_START, dialect="copilot")
+        parse_answer("keep going", event=HookEvent.AGENT_STOP, dialect="copilot")
+    as_text = parse_answer(
+        '{"modifiedArgs": "{\\"command\\": \\"ls\\"}"}', event=pre, dialect="copilot"
+    )
+    assert as_text.args == {"command": "ls"}  # in the form toolArgs came (a JSON string)
     with pytest.raises(ValueError):
         parse_answer('{"modifiedArgs": [1]}', event=pre, dialect="copilot")
     with pytest.raises(ValueError):

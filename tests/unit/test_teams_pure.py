@@ -13,7 +13,8 @@ from pydantic import SecretStr, ValidationError
 from channels.teams import TeamsConfig
 from channels.teams.intake import allowed, from_activity, reference_of, session_key, to_inbound
 from channels.teams.render import error_line, split
-from channels.teams.sdk import TeamsSdk
+from channels.teams.sdk import ServiceUrlValidator, TeamsSdk
+from channels.teams.service_urls import LoopbackEntry, loopback_entry
 from gateway.commands.doctor import _check_channels
 from gateway.config import load_config
 from gateway.plugins import discover_channels
@@ -156,3 +157,26 @@ def test_the_host_validator_takes_microsofts_hosts_and_the_allowed_ones() -> Non
     extra = TeamsConfig(service_url_allow=["bots.example.org"])
     assert allows(extra, "https://bots.example.org/") and not allows(extra, "http://127.0.0.1:9/")
     assert allows(TeamsConfig(service_url_allow=["*"]), "http://127.0.0.1:9/")
+
+
+def test_loopback_entries_are_for_anonymous_mode() -> None:
+    assert loopback_entry("localhost") == LoopbackEntry()
+    assert loopback_entry("127.0.0.1:3978") == LoopbackEntry(port=3978)
+    assert loopback_entry("http://[::1]:56000/") == LoopbackEntry(port=56000)
+    assert loopback_entry("::1") == LoopbackEntry()
+    assert loopback_entry("bots.example.org") is None and loopback_entry("*") is None
+    with pytest.raises(ValidationError, match="only anonymous mode"):
+        TeamsConfig(service_url_allow=["localhost"], app_id="a", app_password="p")
+    with pytest.raises(ValidationError, match="is not a host"):
+        TeamsConfig(anonymous=True, service_url_allow=["localhost:port"])
+    local = TeamsConfig(anonymous=True, service_url_allow=["127.0.0.1:3978", "bots.example.org"])
+    validator = ServiceUrlValidator(
+        ["bots.example.org"], enabled=True, loopback=local.loopback_service_urls
+    )
+    assert validator.is_allowed("http://localhost:3978/")
+    assert validator.is_allowed("https://127.0.0.1:3978/v3")
+    assert not validator.is_allowed("http://127.0.0.1:3979/")
+    assert not validator.is_allowed("http://user:pw@127.0.0.1:3978/")
+    assert not validator.is_allowed("http://10.0.0.1:3978/")
+    assert validator.is_allowed("https://bots.example.org/")
+    assert not validator.is_allowed("http://bots.example.org/")
