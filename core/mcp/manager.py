@@ -75,6 +75,8 @@ class McpManager:
         }
         self._registered: dict[str, list[str]] = {}
         self._first_use: asyncio.Task[None] | None = None
+        self._every = False
+        """Every enabled server was started (not only the eager ones)."""
 
     def _connection(self, name: str, server: McpServerConfig) -> McpConnection:
         # The mcp SDK (with starlette, uvicorn, cryptography...) costs every process that
@@ -131,13 +133,13 @@ class McpManager:
 
     def _add(self, name: str, server: McpServerConfig, *, start: bool) -> None:
         connection = self.connections[name] = self._connection(name, server)
-        lazy_started = self._first_use is not None
-        if server.enabled and (start or server.eager or lazy_started):
+        if server.enabled and (start or server.eager or self._every):
             connection.start()
 
     def start(self, *, every: bool = False) -> None:
         """Start connecting (in the background) the enabled servers marked ``eager``, or
         ``every`` enabled one; the others start at :meth:`first_use`."""
+        self._every = self._every or every
         for connection in self.connections.values():
             if connection.config.enabled and (every or connection.config.eager):
                 connection.start()

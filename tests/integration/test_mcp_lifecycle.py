@@ -39,7 +39,8 @@ async def managed(
     every: bool = True,
     registry: ToolRegistry | None = None,
 ) -> AsyncIterator[McpManager]:
-    mgr = McpManager(config=config, registry=registry or ToolRegistry(), cwd=tmp_path)
+    registry = ToolRegistry() if registry is None else registry
+    mgr = McpManager(config=config, registry=registry, cwd=tmp_path)
     mgr.start(every=every)
     try:
         yield mgr
