@@ -400,7 +400,8 @@ class _Gateway:
             model=choice.config.effective_model if choice is not None else None,
             hooks=self.config.hooks,
             hooks_dir=hooks_dir(self.home),
-            mcp=await asyncio.to_thread(self.mcp_files.load),
+            # MCP servers run with the turns: only the agent role reads (and imports) them.
+            mcp=await asyncio.to_thread(self.mcp_files.load) if "agent" in self.roles else None,
             home=self.home,
             wakeups=self.wakeups,
         )

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +17,22 @@ import pytest
 
 from tests.daemon_env import REPO, daemon_env
 from tests.e2e.test_daemon_process import fake_openai
-from tests.e2e.test_processes import home, running, write_config  # noqa: F401 (fixture)
+from tests.e2e.test_processes import running, write_config
 from tests.fakes.mcp_procs import MODULE, ROOT
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 TIMEOUT = 120.0
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="fam-", dir="/tmp"))  # short: a socket lives here
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 async def familiar(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -52,7 +64,7 @@ async def listed(home: Path) -> dict[str, Any]:
     return body
 
 
-async def test_mcp_list_status_and_doctor_show_the_agent_workers_servers(home: Path) -> None:  # noqa: F811
+async def test_mcp_list_status_and_doctor_show_the_agent_workers_servers(home: Path) -> None:
     starts = home / "starts"
     async with fake_openai() as base_url:
         write_config(home, base_url, workers=2, extra=servers_section(starts))
