@@ -111,6 +111,20 @@ class McpBoard:
 
         await self._store.transact(job)
 
+    async def sweep(self, *, is_dead: Callable[[str], bool] = owner_is_dead) -> int:
+        """Delete the rows of processes that are gone (killed before they could
+        `withdraw`); returns how many."""
+        owners = await self._store.fetch(select(_table.c.owner).distinct())
+        gone = [str(r["owner"]) for r in owners if is_dead(str(r["owner"]))]
+        oldest = self._clock() - STALE_AFTER
+
+        def job(conn: Connection) -> int:
+            stale = _table.c.updated_at < oldest
+            where = stale | _table.c.owner.in_(gone) if gone else stale
+            return int(conn.execute(delete(_table).where(where)).rowcount or 0)
+
+        return await self._store.transact(job)
+
     async def withdraw(self) -> None:
         """Delete this process's rows (it stops)."""
         await self._store.transact(
@@ -157,6 +171,8 @@ class McpPublisher:
 
     async def start(self) -> None:
         """Write the rows once (the front sees every server at once), then keep them."""
+        with contextlib.suppress(StoreError, SQLAlchemyError):
+            await self._board.sweep()
         await self._write()
         self._task = asyncio.create_task(self._run(), name="mcp:publish")
 

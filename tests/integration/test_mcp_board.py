@@ -60,6 +60,11 @@ async def test_the_front_sees_live_processes_only(store: Store) -> None:
     assert {s["name"] for _, s in await live.views() if _ == make_owner()} == {"files"}
     await live.withdraw()
     assert {owner for owner, _ in await live.views()} == {"elsewhere/42/7"}
+    await dead.publish([status("files", "ready")])
+    assert await live.sweep() == 1  # what a killed process left
+    now[0] += STALE_AFTER + 1
+    assert await live.sweep() == 1  # the silent host's
+    assert await live.views() == []
 
 
 async def test_a_publisher_follows_its_managers_servers(store: Store, tmp_path: Path) -> None:
