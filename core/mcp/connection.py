@@ -226,7 +226,8 @@ class McpConnection:
             try:
                 await self._session()
             except Exception as exc:
-                self._failed(_describe(exc, self._connect_timeout), starting=True)
+                starting = self.state is ServerState.STARTING
+                self._failed(_describe(exc, self._connect_timeout), starting=starting)
                 if self.config.transport == "http" and self.starts == 0:
                     self.sse_fallback = not self.sse_fallback
                     if self.sse_fallback:
