@@ -122,3 +122,21 @@ def test_enabling_the_endpoint_without_a_token_is_a_config_error(tmp_path: Path)
     (tmp_path / "config.toml").write_text("[mcp.server]\nenabled = true\n")
     with pytest.raises(ConfigError, match=r"mcp\.server.*token"):
         load_config(tmp_path)
+
+
+@pytest.mark.slow
+async def test_a_servers_progress_reaches_the_caller_of_the_turn(daemon_home: Path) -> None:
+    home = daemon_home
+    async with FakeOpenAI() as fake:
+        write_config(home, fake, SERVERS)
+        fake.script(ToolCalls((("mcp__fake__steps", {"count": 2}),)), "done")
+        async with running(home) as gw:
+            lines = await gw.send("count for me", stream=True, timeout=60)
+    progress = [line["text"] for line in lines if line["type"] == "progress"]
+    assert progress == [
+        "running mcp__fake__steps…",
+        "mcp__fake__steps: step 1 (1/2)",
+        "mcp__fake__steps: step 2 (2/2)",
+    ]
+    assert lines[-1]["text"] == "done"
+    assert fake.requests[-1]["messages"][-1]["content"] == "2 steps done"

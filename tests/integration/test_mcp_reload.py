@@ -72,6 +72,21 @@ async def test_an_edited_home_mcp_json_takes_effect_without_a_restart(daemon_hom
             await eventually(lambda: ready("web", 3), timeout=60, what="renamed")
             assert set(await servers(gw)) == {"web"}
 
+            env = f'{{ PYTHONPATH = "{ROOT}", FAKE_MCP_STARTS = "{started}" }}'
+            toml = (
+                f'\n[mcp.servers.toml]\ncommand = "{sys.executable}"\nargs = ["-m", "{MODULE}"]\n'
+                f'cwd = "{ROOT}"\nenv = {env}\n'
+            )
+            write_config(home, fake, "\n[mcp]\nreload_interval = 0.1\n" + toml)
+            await eventually(lambda: ready("toml", 4), timeout=60, what="[mcp.servers] reloaded")
+            (home / "config.toml").write_text("this is [not toml")
+            (home / "mcp.json").unlink()  # still applied: the last good [mcp] is kept
+
+            async def only_toml() -> bool:
+                return set(await servers(gw)) == {"toml"}
+
+            await eventually(only_toml, timeout=60, what="mcp.json removed, [mcp] kept")
+
 
 async def test_a_workspace_mcp_json_is_picked_up_once_trusted(daemon_home: Path) -> None:
     home, started = daemon_home, daemon_home / "starts"
