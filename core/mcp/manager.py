@@ -110,31 +110,29 @@ class McpManager:
         """Take a new ``[mcp]`` section (its files were reloaded): an added server starts
         when the others would have, a removed one stops, a changed one restarts; one log
         line each. Connection settings (timeouts, backoff) apply to servers started now."""
-        old, self.config = self.connections, config
-        self.connections = {}
-        for name, running in old.items():
-            server = config.servers.get(name)
-            if server == running.config:
-                self.connections[name] = running
-                continue
-            was_started = running.started
-            await running.stop()
+        old = self.connections
+        kept = {n: c for n, c in old.items() if config.servers.get(n) == c.config}
+        replaced = {n: c.started for n, c in old.items() if n not in kept}
+        for name in replaced:
+            await old[name].stop()
             self._unregister(name)
-            if server is None:
-                log.info("mcp server %s removed (was in %s)", name, running.config.source)
-                continue
-            log.info("mcp server %s changed (%s): restarting", name, server.source)
-            self._add(name, server, start=was_started)
+            if (now := config.servers.get(name)) is not None:
+                log.info("mcp server %s changed (%s): restarting", name, now.source)
+            else:
+                log.info("mcp server %s removed (was in %s)", name, old[name].config.source)
+        self.config = config
+        connections: dict[str, McpConnection] = {}
         for name, server in config.servers.items():
             if name not in old:
                 log.info("mcp server %s added (%s)", name, server.source)
-                self._add(name, server, start=False)
-        self._changed()
-
-    def _add(self, name: str, server: McpServerConfig, *, start: bool) -> None:
-        connection = self.connections[name] = self._connection(name, server)
-        if server.enabled and (start or server.eager or self._every):
-            connection.start()
+            connections[name] = kept.get(name) or self._connection(name, server)
+        self.connections = connections
+        for name, connection in connections.items():
+            lazy = not (replaced.get(name, False) or connection.config.eager or self._every)
+            if name not in kept and connection.config.enabled and not lazy:
+                connection.start()
+        if replaced or len(connections) > len(kept):
+            self._changed()
 
     def start(self, *, every: bool = False) -> None:
         """Start connecting (in the background) the enabled servers marked ``eager``, or
