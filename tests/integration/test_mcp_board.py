@@ -1,12 +1,10 @@
-"""The ``mcp_status`` board: what agent processes publish, and what the front reads."""
+"""The ``mcp_status`` board: what agent processes publish, and what the front reads
+(on SQLite and PostgreSQL: the ``store`` fixture)."""
 
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from core.bus.owner import make_owner
 from core.mcp import McpConfig
@@ -16,16 +14,6 @@ from core.store.engine import Store
 from core.tools.registry import ToolRegistry
 from tests.fakes.mcp_procs import stdio_server
 from tests.waiting import eventually
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = Store(url=f"sqlite+aiosqlite:///{tmp_path / 'f.db'}")
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def status(name: str, state: str, **fields: object) -> ServerStatus:
