@@ -97,7 +97,8 @@ def _parse(line: bytes) -> SessionMessage | Exception:
     try:
         return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except (ValidationError, ValueError) as exc:
-        log.warning("mcp stdio: a line of the server's stdout is not JSON-RPC: %s", exc)
+        # Not the line itself: a server that logs to stdout may print what it was handed.
+        log.warning("mcp stdio: a line of %d bytes on a server's stdout is not JSON-RPC", len(line))
         return exc
 
 
