@@ -27,6 +27,7 @@ from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
 from core.hooks.subagents import SubagentHooks
 from core.hooks.transcript import hook_transcripts
 from core.mcp import McpConfig
+from core.mcp.board import McpBoard, McpPublisher
 from core.mcp.manager import McpManager
 from core.mcp.trust import trust_verifier
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
@@ -90,6 +91,8 @@ class CoreApp:
     mcp: McpManager
     tasks: TaskRegistry
     hooks: Hooks | None = None
+    mcp_publisher: McpPublisher | None = None
+    """Writes this agent process's MCP servers for the process that answers ``status``."""
 
     async def start(self) -> None:
         """Start everything (the one-process gateway): the agent side and the schedules."""
@@ -101,6 +104,8 @@ class CoreApp:
         """Start the agent side only (the ``agent`` role): claim and run turns."""
         await self.runtime.start()
         await self.start_agent_services()
+        self.mcp_publisher = McpPublisher(self.mcp, McpBoard(self.store))
+        await self.mcp_publisher.start()
 
     async def start_agent_services(self) -> None:
         """What runs beside the turns: subagent answers, approvals, memory indexing,
@@ -121,6 +126,8 @@ class CoreApp:
         if self.schedules.running:
             await self.schedules.stop()
         await self.runtime.stop(grace=grace)
+        if self.mcp_publisher is not None:
+            await self.mcp_publisher.stop()
         await self.mcp.stop()
         await self.tasks.stop()
         await self.compaction.stop()
@@ -265,10 +272,11 @@ async def build_core(
         cwd=mcp_cwd,
         verify=trust_verifier(trust, cwd=mcp_cwd),
     )
+    hub = EphemeralHub()
     turn_services = TurnServices(
         store=store,
         inbox=bus,
-        hub=EphemeralHub(),
+        hub=hub,
         sessions=sessions,
         events=events,
         provider=provider,
@@ -277,12 +285,12 @@ async def build_core(
         config=agent,
         workspace=workspace,
         commands=commands,
-        tool_deps=ToolDeps(schedules, approvals, memory_service, task_registry),
+        tool_deps=ToolDeps(schedules, approvals, memory_service, task_registry, hub),
         compaction=compaction if memory.compaction == "model" else None,
         notices=approvals,
         hooks=hook_runner,
         profiles=task_registry.profiles,
-        before_tools=mcp_manager.first_use if mcp_manager.connections else None,
+        before_tools=mcp_manager.first_use,  # servers may come later, with a reload
     )
     register_status_command(
         commands,

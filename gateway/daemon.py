@@ -24,7 +24,6 @@ from core.bus.owner import make_owner, owner_is_dead
 from core.bus.wake_socket import SocketWakeups
 from core.bus.wakeups import WakeupService
 from core.errors import ConfigError, FamiliarError
-from core.mcp import McpConfig
 from core.messages import OutboundMessage
 from core.private_files import private_dir
 from core.providers.base import Provider
@@ -58,7 +57,7 @@ from gateway.intake import Intake, drain_outbox
 from gateway.lock import CHANNELS_LOCK_FILE, LOCK_FILE, GatewayLocked, HomeLock
 from gateway.logging_setup import setup_logging
 from gateway.masking import mask_url
-from gateway.mcp.sources import resolve_mcp
+from gateway.mcp.reload import McpFiles
 from gateway.metrics import GatewayMetrics, MeteredProvider, add_health_routes
 from gateway.plugins import ChannelPlugins, build_channels
 from gateway.process_table import (
@@ -77,6 +76,7 @@ from gateway.store_watch import StoreWatch, start_failed, store_lost_exit
 from gateway.supervisor import ChannelSupervisor
 from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
 from gateway.undelivered import delivery_check
+from gateway.version import package_version
 
 if TYPE_CHECKING:
     from gateway.mcp.mount import AsgiMount
@@ -283,6 +283,7 @@ class _Gateway:
         self.http_runner: web.AppRunner | None = None
         self.http_site: web.TCPSite | None = None
         self.mcp_mount: AsgiMount | None = None
+        self.mcp_files = McpFiles.of_home(home, self.workspace, config, plugins, env)
         self.control: ControlServer | None = None
         self.listening: set[str] = set()
         """The listeners that accept connections: ``http``, ``control``."""
@@ -397,7 +398,8 @@ class _Gateway:
             model=choice.config.effective_model if choice is not None else None,
             hooks=self.config.hooks,
             hooks_dir=hooks_dir(self.home),
-            mcp=await asyncio.to_thread(self._mcp_config),
+            # MCP servers run with the turns: only the agent role reads (and imports) them.
+            mcp=await asyncio.to_thread(self.mcp_files.load) if "agent" in self.roles else None,
             home=self.home,
             models=self.config.models,
             wakeups=self.wakeups,
@@ -412,6 +414,7 @@ class _Gateway:
             else:
                 await self.core.start_agent()
             self.runtime_started = True
+            self.mcp_files.watch(self.core.mcp)
         if self.single:
             self.heartbeat = self._heartbeat(self._deliver_elsewhere)
             await self.heartbeat.start()
@@ -667,6 +670,7 @@ class _Gateway:
         sd_notify(f"STOPPING=1\nSTATUS=stopping: finishing {busy} running turn(s)")
         if self.core is not None or self.listening:  # (a start that failed took nothing in)
             await self.intake.stop()
+        await self.mcp_files.stop()
         if self.core is not None and self.runtime_started:
             await self.core.runtime.stop(grace=self.config.agent.shutdown_grace)
         if self.core is not None and self.supervisors and not self.lost.is_set():
@@ -713,12 +717,6 @@ class _Gateway:
             await self.heartbeat.stop()
         if self.core is not None and self.core.schedules.running:
             await self.core.schedules.stop()
-
-    def _mcp_config(self) -> McpConfig:
-        mcp, _problems = resolve_mcp(
-            self.config.mcp, home=self.home, workspace=self.workspace, env=self.env
-        )
-        return mcp
 
     # -- reporting -----------------------------------------------------------------------
 
@@ -772,16 +770,9 @@ class _Gateway:
         return f"serving: channels {', '.join(here)}; provider {provider}; http {http}"
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("familiar")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
-_VERSION = _version()
-"""Read once, on import: the supervisor imports the daemon before it forks the roles,
-which share the answer (reading the installed metadata costs a process ~2 MiB)."""
+_VERSION = package_version()
+"""Read on import: the supervisor imports the daemon before it forks the roles, which
+share the answer."""
 
 
 def _wakeups(store: Store, directory: Path, url: str) -> WakeupService:

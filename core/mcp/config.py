@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 __all__ = ["McpConfig", "McpServeConfig", "McpServerConfig", "Transport"]
 
@@ -13,6 +13,17 @@ Transport = Literal["stdio", "http", "sse"]
 """How familiar talks to an MCP server: a subprocess, streamable HTTP, or legacy SSE."""
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _env_names(names: list[str]) -> list[str]:
+    bad = [n for n in names if not _ENV_NAME.fullmatch(n)]
+    if bad:
+        raise ValueError(f"not environment variable names: {', '.join(bad)}")
+    secret = [n for n in names if n.upper().startswith("FAMILIAR_")]
+    if secret:
+        raise ValueError(f"FAMILIAR_* variables hold the daemon's secrets: {', '.join(secret)}")
+    return names
 
 
 class McpServerConfig(BaseModel):
@@ -26,6 +37,9 @@ class McpServerConfig(BaseModel):
         env: variables handed to it (masked when config is shown), beside a minimal
             base (``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``):
             nothing else of the daemon's environment (its API keys) reaches the server.
+        env_passthrough: names of the daemon's environment variables a stdio server
+            also gets when they are set (e.g. ``NODE_EXTRA_CA_CERTS``, ``HTTPS_PROXY``),
+            beside ``[mcp] env_passthrough``; ``env`` wins over both.
         cwd: its working directory (default: ``$FAMILIAR_HOME``, never the workspace).
         url: the endpoint of an HTTP server.
         headers: HTTP headers sent with every request (``Authorization`` ...; masked
@@ -46,6 +60,7 @@ class McpServerConfig(BaseModel):
     command: str | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, SecretStr] = Field(default_factory=dict)
+    env_passthrough: list[str] = Field(default_factory=list)
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, SecretStr] = Field(default_factory=dict)
@@ -54,6 +69,8 @@ class McpServerConfig(BaseModel):
     timeout: float = Field(default=60.0, gt=0)
     tools: list[str] | None = None
     source: str = "config.toml"
+
+    _passthrough = field_validator("env_passthrough")(_env_names)
 
     @model_validator(mode="after")
     def _transport(self) -> McpServerConfig:
@@ -126,6 +143,12 @@ class McpConfig(BaseModel):
         connect_timeout: seconds a server has to start and list its tools.
         first_turn_wait: seconds the first turn waits for the servers started lazily
             for it to list their tools (a slower server's tools come in later turns).
+        env_passthrough: names of the daemon's environment variables every stdio server
+            gets when they are set (``NODE_EXTRA_CA_CERTS`` for ``npx`` behind a
+            company CA); ``FAMILIAR_*`` names are refused.
+        reload_interval: seconds between checks whether the ``mcp.json`` files,
+            ``[mcp.servers]`` in ``config.toml`` or the trust record changed (added
+            servers start, removed ones stop, changed ones restart); 0: never.
         restart_backoff: seconds before the first restart of a failed server; doubles
             on each further failure up to ``max_restart_backoff``.
         max_restart_backoff: the longest wait between restarts.
@@ -139,9 +162,13 @@ class McpConfig(BaseModel):
     max_output: int = Field(default=16_000, ge=100)
     connect_timeout: float = Field(default=30.0, gt=0)
     first_turn_wait: float = Field(default=10.0, ge=0)
+    env_passthrough: list[str] = Field(default_factory=list)
+    reload_interval: float = Field(default=2.0, ge=0, le=3600)
     restart_backoff: float = Field(default=0.5, gt=0)
     max_restart_backoff: float = Field(default=60.0, gt=0)
     server: McpServeConfig = Field(default_factory=McpServeConfig)
+
+    _passthrough = field_validator("env_passthrough")(_env_names)
 
     @model_validator(mode="after")
     def _names(self) -> McpConfig:

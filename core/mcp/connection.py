@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-import re
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -21,18 +22,20 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.sse import sse_client
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from core.errors import ConfigError, ToolFailed
 
 from .config import McpServerConfig
+from .redact import redact_urls
 from .state import ServerState
+from .stdio import ProcessReport, stdio_transport
 
-__all__ = ["McpConnection", "ServerState"]
+__all__ = ["McpConnection", "ProgressFn", "ServerState", "redact_urls"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,14 @@ _BROKEN = (
 )
 """Transport failures: the connection is gone, the server gets restarted."""
 _MAX_TOOL_PAGES = 50
+_CLOSED = ("Connection closed", "the connection broke")
+"""What a connection whose process ended says: its exit status says more."""
+_BASE_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+"""The daemon's variables every stdio server gets (as the SDK's own stdio transport
+gives), so ``npx`` and ``uvx`` are found and find their caches."""
+
+ProgressFn = ProgressFnT
+"""Called with each progress notification of a call: ``(progress, total, message)``."""
 
 
 class McpConnection:
@@ -59,6 +70,9 @@ class McpConnection:
         max_backoff: the longest wait between restarts.
         on_tools: called (in the owner task) each time the tool list is (re)loaded.
         verify: why the server may not start now (None: it may); asked before each start.
+        passthrough: names of the daemon's variables every stdio server gets
+            (``[mcp] env_passthrough``), beside the server's own ``env_passthrough``.
+        on_change: called whenever its state, error or tools change.
     """
 
     def __init__(
@@ -72,6 +86,8 @@ class McpConnection:
         max_backoff: float = 60.0,
         on_tools: Callable[[McpConnection], None] | None = None,
         verify: Callable[[McpServerConfig], str | None] | None = None,
+        passthrough: Sequence[str] = (),
+        on_change: Callable[[McpConnection], None] | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -81,9 +97,17 @@ class McpConnection:
         self._max_backoff = max_backoff
         self._on_tools = on_tools
         self._verify = verify
+        self._passthrough = tuple(passthrough)
+        self._on_change = on_change
         self.state = ServerState.STOPPED
         self.error: str | None = None
         """Why the last connection failed or ended (None while it is fine)."""
+        self.stderr: str | None = None
+        """The end of a stdio server's stderr when its last process failed (secrets
+        masked; None once it is ready again)."""
+        self.exit_status: int | None = None
+        """How that process ended (negative: the signal that killed it)."""
+        self._process: ProcessReport | None = None
         self.tools: list[mcp_types.Tool] = []
         """The server's tools as last listed (after the ``tools`` allow-list)."""
         self.starts = 0
@@ -115,7 +139,15 @@ class McpConnection:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        self.state = ServerState.STOPPED
+        self._set(ServerState.STOPPED)
+
+    def _set(self, state: ServerState) -> None:
+        self.state = state
+        self._changed()
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self)
 
     @property
     def started(self) -> bool:
@@ -129,8 +161,13 @@ class McpConnection:
                 await self._settled.wait()
         return self.state is ServerState.READY
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+    async def call(
+        self, tool: str, arguments: dict[str, Any], *, progress: ProgressFn | None = None
+    ) -> mcp_types.CallToolResult:
         """Call ``tool`` on the server, within the server's ``timeout``.
+
+        With ``progress``, the request carries a ``progressToken`` and each progress
+        notification of the server for it is handed to ``progress``.
 
         Raises:
             ToolFailed: the server is not available, the call timed out, or the
@@ -140,7 +177,9 @@ class McpConnection:
         timeout = self.config.timeout
         try:
             async with asyncio.timeout(timeout):
-                return await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+                return await client.call_tool(
+                    tool, arguments, read_timeout_seconds=timeout, progress_callback=progress
+                )
         except TimeoutError:
             raise self._timed_out(tool) from None
         except MCPError as exc:
@@ -187,8 +226,8 @@ class McpConnection:
             try:
                 await self._session()
             except Exception as exc:
-                self.error = _describe(exc)
-                log.warning("mcp server %s failed: %s", self.name, self.error)
+                starting = self.state is ServerState.STARTING
+                self._failed(_describe(exc, self._connect_timeout), starting=starting)
                 if self.config.transport == "http" and self.starts == 0:
                     self.sse_fallback = not self.sse_fallback
                     if self.sse_fallback:
@@ -199,7 +238,7 @@ class McpConnection:
             self._settled.set()
             if self._stopping.is_set():
                 break
-            self.state = ServerState.FAILED
+            self._set(ServerState.FAILED)
             if time.monotonic() - began > self._max_backoff:
                 delay = self._backoff  # it ran for a while: restart promptly
             with contextlib.suppress(TimeoutError):
@@ -207,8 +246,23 @@ class McpConnection:
                     await self._stopping.wait()
             delay = min(delay * 2, self._max_backoff)
 
+    def _failed(self, error: str, *, starting: bool = False) -> None:
+        """Record (and log, one line) why the connection failed or ended, with how the
+        server's process ended and the end of its stderr."""
+        process = self._process
+        ended = process.exit_text() if process is not None else None
+        self.exit_status = process.returncode if process is not None else None
+        self.stderr = process.stderr_tail() if process is not None else None
+        if ended is not None:
+            ended += " during start-up" if starting else ""
+            error = ended if error in _CLOSED else f"{ended}: {error}"
+        self.error = error
+        stderr = f" stderr={json.dumps(self.stderr)}" if self.stderr else ""
+        log.warning("mcp server %s failed: %s%s", self.name, self.error, stderr)
+
     async def _session(self) -> None:
-        self.state = ServerState.STARTING
+        self._process = None
+        self._set(ServerState.STARTING)
         self._broken.clear()
         if self._verify is not None:
             refused = await asyncio.to_thread(self._verify, self.config)
@@ -221,24 +275,39 @@ class McpConnection:
             self.starts += 1
             self.tools = [t for t in tools if self._offered(t.name)]
             self._client = client
-            self.error = None
+            self.error = self.stderr = self.exit_status = None
             self.state = ServerState.READY
             self._ready.set()
             self._settled.set()
             log.info("mcp server %s ready: %d tools", self.name, len(self.tools))
             if self._on_tools is not None:
                 self._on_tools(self)
-            stop = asyncio.ensure_future(self._stopping.wait())
-            broken = asyncio.ensure_future(self._broken.wait())
+            self._changed()
+            ends = [self._stopping.wait(), self._broken.wait()]
+            if self._process is not None:
+                ends.append(self._process.exited.wait())  # a crash, noticed while idle
+            waits = [asyncio.ensure_future(end) for end in ends]
             try:
-                await asyncio.wait({stop, broken}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                stop.cancel()
-                broken.cancel()
+                for wait in waits:
+                    wait.cancel()
             self._client = None
             self._ready.clear()
-            if self._broken.is_set():
-                self.error = "the connection broke"
+        if not self._stopping.is_set():
+            # Out of the client's context: a stdio server's process has been reaped.
+            self._failed("the connection broke")
+
+    def _base_env(self) -> dict[str, str]:
+        """The daemon's variables every server gets: a minimal base, not its secrets."""
+        return {k: v for k in _BASE_ENV if (v := os.environ.get(k)) is not None}
+
+    def _stdio_env(self) -> dict[str, str]:
+        """What a stdio server gets beyond the base: the passed-through variables
+        that are set, then its ``env`` (which wins)."""
+        names = (*self._passthrough, *self.config.env_passthrough)
+        passed = {k: v for k in names if (v := os.environ.get(k)) is not None}
+        return passed | self.config.env_values()
 
     def _offered(self, tool: str) -> bool:
         patterns = self.config.tools
@@ -247,13 +316,15 @@ class McpConnection:
     def _transport(self, stack: AsyncExitStack) -> Any:
         cfg = self.config
         if cfg.transport == "stdio":
-            params = StdioServerParameters(
+            env = self._stdio_env()
+            self._process = ProcessReport(secrets=[*cfg.env_values().values(), *env.values()])
+            return stdio_transport(
                 command=cfg.command or "",
                 args=cfg.args,
-                env=cfg.env_values(),
+                env=self._base_env() | env,
                 cwd=cfg.cwd or self._cwd,
+                report=self._process,
             )
-            return stdio_client(params)
         headers = cfg.header_values()
         http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
         stack.push_async_callback(http.aclose)
@@ -275,24 +346,11 @@ async def _list_tools(client: Client) -> list[mcp_types.Tool]:
     return tools
 
 
-_URL = re.compile(
-    r"\b(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?:[^\s/@'\"<>]*@)?"
-    r"(?P<host>[^\s/?#'\"<>]+)[^\s'\"<>]*"
-)
-
-
-def redact_urls(text: str) -> str:
-    """``text`` with every URL cut to its scheme, host and port: an MCP server's URL often
-    carries its key (``?api_key=``, a secret path, user:password@), and errors land in
-    the log, in ``/readyz`` (no auth) and in tool errors the model (so a chat user) sees."""
-    return _URL.sub(lambda m: f"{m['scheme']}{m['host']}/...", text)
-
-
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, connect_timeout: float) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return _describe(exc.exceptions[0])
+        return _describe(exc.exceptions[0], connect_timeout)
     if isinstance(exc, TimeoutError):
-        return "did not start in time"
+        return f"did not start within {connect_timeout:g} s"
     if isinstance(exc, MCPError):
         return redact_urls(exc.message)
     if isinstance(exc, ConfigError):

@@ -36,6 +36,10 @@ class ServerStatus:
     tools: tuple[str, ...]
     """The public names (``mcp__<server>__<tool>``) registered for it."""
     starts: int
+    stderr: str | None = None
+    """The end of a stdio server's stderr when its process failed (secrets masked)."""
+    exit_status: int | None = None
+    """How that process ended (negative: killed by that signal)."""
 
 
 class McpManager:
@@ -63,31 +67,77 @@ class McpManager:
     ) -> None:
         self.config = config
         self._registry = registry
-        self.connections: dict[str, McpConnection] = {}
-        if config.servers:
-            # The mcp SDK (with starlette, uvicorn, cryptography...) costs every process
-            # that imports it ~0.5 s and tens of MiB: only a gateway with servers does.
-            from .connection import McpConnection
-
-            self.connections = {
-                name: McpConnection(
-                    name=name,
-                    config=server,
-                    cwd=cwd,
-                    connect_timeout=config.connect_timeout,
-                    backoff=config.restart_backoff,
-                    max_backoff=config.max_restart_backoff,
-                    on_tools=self._register,
-                    verify=verify,
-                )
-                for name, server in config.servers.items()
-            }
+        self._cwd = cwd
+        self._verify = verify
+        self._listeners: list[Callable[[], None]] = []
+        self.connections: dict[str, McpConnection] = {
+            name: self._connection(name, server) for name, server in config.servers.items()
+        }
         self._registered: dict[str, list[str]] = {}
         self._first_use: asyncio.Task[None] | None = None
+        self._every = False
+        """Every enabled server was started (not only the eager ones)."""
+
+    def _connection(self, name: str, server: McpServerConfig) -> McpConnection:
+        # The mcp SDK (with starlette, uvicorn, cryptography...) costs every process that
+        # imports it ~0.5 s and tens of MiB: only a gateway with servers does.
+        from .connection import McpConnection
+
+        config = self.config
+        return McpConnection(
+            name=name,
+            config=server,
+            cwd=self._cwd,
+            connect_timeout=config.connect_timeout,
+            backoff=config.restart_backoff,
+            max_backoff=config.max_restart_backoff,
+            on_tools=self._register,
+            verify=self._verify,
+            passthrough=config.env_passthrough,
+            on_change=lambda _: self._changed(),
+        )
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever a server's state, error or tools change, and when
+        servers are added or removed."""
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()
+
+    async def apply(self, config: McpConfig) -> None:
+        """Take a new ``[mcp]`` section (its files were reloaded): an added server starts
+        when the others would have, a removed one stops, a changed one restarts; one log
+        line each. Connection settings (timeouts, backoff) apply to servers started now."""
+        old = self.connections
+        kept = {n: c for n, c in old.items() if config.servers.get(n) == c.config}
+        replaced = {n: c.started for n, c in old.items() if n not in kept}
+        for name in replaced:
+            await old[name].stop()
+            self._unregister(name)
+            if (now := config.servers.get(name)) is not None:
+                log.info("mcp server %s changed (%s): restarting", name, now.source)
+            else:
+                log.info("mcp server %s removed (was in %s)", name, old[name].config.source)
+        self.config = config
+        connections: dict[str, McpConnection] = {}
+        for name, server in config.servers.items():
+            if name not in old:
+                log.info("mcp server %s added (%s)", name, server.source)
+            connections[name] = kept.get(name) or self._connection(name, server)
+        self.connections = connections
+        for name, connection in connections.items():
+            lazy = not (replaced.get(name, False) or connection.config.eager or self._every)
+            if name not in kept and connection.config.enabled and not lazy:
+                connection.start()
+        if replaced or len(connections) > len(kept):
+            self._changed()
 
     def start(self, *, every: bool = False) -> None:
         """Start connecting (in the background) the enabled servers marked ``eager``, or
         ``every`` enabled one; the others start at :meth:`first_use`."""
+        self._every = self._every or every
         for connection in self.connections.values():
             if connection.config.enabled and (every or connection.config.eager):
                 connection.start()
@@ -130,6 +180,8 @@ class McpManager:
                 error=c.error,
                 tools=tuple(self._registered.get(name, ())),
                 starts=c.starts,
+                stderr=c.stderr,
+                exit_status=c.exit_status,
             )
             for name, c in sorted(self.connections.items())
         ]
@@ -161,3 +213,4 @@ class McpManager:
                 continue
             names.append(tool.name)
         self._registered[connection.name] = names
+        self._changed()

@@ -10,12 +10,14 @@ from typing import Any
 
 import mcp_types
 
+from core.bus.ephemeral import EphemeralHub
 from core.errors import ToolFailed
+from core.messages import InboundMessage, Progress
 from core.tools.base import ToolContext
 
-from .connection import McpConnection
+from .connection import McpConnection, ProgressFn
 
-__all__ = ["McpTool", "render_result", "tool_name"]
+__all__ = ["McpTool", "progress_text", "render_result", "tool_name"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME = 64
@@ -72,6 +74,32 @@ def render_result(result: mcp_types.CallToolResult, *, limit: int) -> str:
     return _capped(text, limit)
 
 
+def progress_text(tool: str, progress: float, total: float | None, message: str | None) -> str:
+    """A progress notification as the turn's progress note: ``tool: message (3/10)``."""
+    count = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+    return (
+        f"{tool}: {message.strip()} ({count})"
+        if message and message.strip()
+        else f"{tool}: {count}"
+    )
+
+
+def _reporter(hub: EphemeralHub, inbound: InboundMessage, tool: str) -> ProgressFn:
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        if hub.has_subscribers(inbound.id):  # asked each time: a sender may attach later
+            text = progress_text(tool, progress, total, message)
+            hub.emit(
+                Progress(
+                    inbound_id=inbound.id,
+                    session_key=inbound.session_key,
+                    delivery=inbound.delivery,
+                    text=text,
+                )
+            )
+
+    return report
+
+
 class McpTool:
     """A tool of an MCP server, run through its `McpConnection`.
 
@@ -92,8 +120,14 @@ class McpTool:
         self._max_output = max_output
 
     async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> str:
-        """Call the remote tool; an ``is_error`` result raises `ToolFailed` with its text."""
-        result = await self.connection.call(self.remote_name, arguments)
+        """Call the remote tool; an ``is_error`` result raises `ToolFailed` with its text.
+
+        The call asks for progress notifications; each becomes a progress note of the
+        turn (what ``familiar chat``, Slack and Teams show while a reply is made).
+        """
+        hub = ctx.deps.get(EphemeralHub)
+        progress = _reporter(hub, ctx.message, self.name) if hub and ctx.message else None
+        result = await self.connection.call(self.remote_name, arguments, progress=progress)
         text = render_result(result, limit=self._max_output)
         if result.is_error:
             raise ToolFailed(text or f"{self.name} failed")

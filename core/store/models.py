@@ -10,6 +10,7 @@ __all__ = [
     "EventRow",
     "HistoryRow",
     "LeaseRow",
+    "McpStatusRow",
     "ScheduleRow",
     "SessionRow",
 ]
@@ -143,3 +144,16 @@ class LeaseRow(SQLModel, table=True):
     owner: str = Field(max_length=128)
     until: float
     acquired_at: float
+
+
+class McpStatusRow(SQLModel, table=True):
+    """One MCP server as one agent process sees it (``owner``: ``host/pid/start``);
+    ``data`` is its status as JSON. Replaced whenever it changes and refreshed now and
+    then, so a reader can tell a process that went away."""
+
+    __tablename__ = "mcp_status"
+
+    owner: str = Field(primary_key=True, max_length=128)
+    name: str = Field(primary_key=True, max_length=128)
+    data: str = Field(default="{}", sa_column=Column(Text, nullable=False))
+    updated_at: float

@@ -234,6 +234,10 @@ def _store_in_gateway(health: Any) -> _Check:
     return _Check("store in the gateway", bool(health.get("ok")), str(health.get("detail")))
 
 
+_STDERR_LINES = 3
+"""Lines of a failed MCP server's stderr in its check (``familiar mcp list`` shows all)."""
+
+
 def _mcp_server(server: dict[str, Any]) -> _Check:
     """One MCP server as the gateway sees it; a failing one fails the check."""
     label = f"mcp server {server.get('name')}"
@@ -245,7 +249,11 @@ def _mcp_server(server: dict[str, Any]) -> _Check:
         return _Check(label, True, f"disabled {where}")
     if state == "starting":
         return _Check(label, True, f"starting {where}", warn=True)
-    return _Check(label, False, f"{state}: {server.get('error') or 'unknown error'} {where}")
+    if state == "stopped":
+        return _Check(label, True, f"not started yet: starts with the first turn {where}")
+    reason = f"{state}: {server.get('error') or 'unknown error'} {where}"
+    stderr = str(server.get("stderr") or "").splitlines()[-_STDERR_LINES:]
+    return _Check(label, False, reason + (f"; stderr: {' | '.join(stderr)}" if stderr else ""))
 
 
 def _running(channel: dict[str, Any]) -> _Check:

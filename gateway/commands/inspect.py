@@ -65,6 +65,7 @@ def _status_table(status: dict[str, Any]) -> Table:
         ("queue", f"{queue.get('pending', 0)} pending, {queue.get('claimed', 0)} claimed"),
         ("exec sandbox", _sandbox_text(status.get("exec_sandbox"))),
         *undelivered_rows(status),
+        *_mcp_rows(status.get("mcp")),
     ]
     for name, value in rows:
         add_row(table, name, value)
@@ -98,6 +99,14 @@ def _store_text(status: dict[str, Any]) -> str:
         return str(status.get("store"))
     verdict = "ok" if health.get("ok") else "FAILING"
     return f"{status.get('store')}: {verdict} ({health.get('detail')})"
+
+
+def _mcp_rows(servers: Any) -> list[tuple[str, str]]:
+    """One row naming each MCP server with its state (``familiar mcp list`` says more)."""
+    if not isinstance(servers, list) or not servers:
+        return []
+    states = ", ".join(f"{s.get('name')} {s.get('state')}" for s in servers if isinstance(s, dict))
+    return [("mcp", f"{states} (familiar mcp list)")]
 
 
 def _sandbox_text(sandbox: Any) -> str:

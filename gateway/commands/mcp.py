@@ -121,9 +121,7 @@ def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
         return
     table = Table("server", "transport", "state", "defined in", "tools", title=f"MCP ({where})")
     for s in servers:
-        state = str(s.get("state"))
-        if s.get("error"):
-            state += f": {s['error']}"
+        state = _state(s)
         add_row(
             table,
             s.get("name"),
@@ -135,6 +133,21 @@ def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
     for u in untrusted:
         add_row(table, u["name"], "-", styled((u["state"], "yellow")), u["source"], "-")
     stdout_console().print(table)
+    for s in servers:
+        if s.get("stderr"):
+            typer.echo(f"\n{s.get('name')}: the end of its stderr")
+            typer.echo("\n".join(f"  {line}" for line in str(s["stderr"]).splitlines()))
+
+
+def _state(server: dict[str, Any]) -> str:
+    """``ready``, ``failed: why``, and each process's state where they differ."""
+    state = str(server.get("state"))
+    if server.get("error"):
+        state += f": {server['error']}"
+    processes = [p for p in server.get("processes") or [] if isinstance(p, dict)]
+    if len({p.get("state") for p in processes}) > 1:
+        state += " (" + ", ".join(f"{p.get('process')}: {p.get('state')}" for p in processes) + ")"
+    return state
 
 
 @mcp_app.command("serve")

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from gateway.control.requests import ReadRequest, validation_message
 from gateway.control.tasks import add_task_routes
 from gateway.http_errors import body_checks, store_error_status
 from gateway.masking import masked_config
+from gateway.mcp.report import mcp_report
 from gateway.process_table import gateway_pid
 from gateway.provider_detect import ProviderChoice
 from gateway.undelivered import sweep_stranded, undelivered_report
@@ -147,9 +148,9 @@ class _ControlApi:
                 "exec_sandbox": await self._exec_sandbox(),
                 "http": s.http_address,
                 "undelivered": await undelivered_report(store, s.config),
-                # MCP servers run beside the turns: in the agent role when the gateway
-                # runs several processes (None: `familiar mcp list` asks the servers).
-                "mcp": [asdict(server) for server in s.core.mcp.status()] if s.runs_agent else None,
+                # MCP servers run beside the turns: in the agent processes (which publish
+                # their view in the store) when the gateway runs several.
+                "mcp": await mcp_report(s.core, runs_agent=s.runs_agent, processes=processes),
             }
         )
 

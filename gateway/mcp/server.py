@@ -13,18 +13,41 @@ from typing import Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 
 from core.mcp import McpServeConfig
 from core.session_keys import session_key_for
 from gateway.commands.common import no_daemon_hint
 from gateway.commands.talk import converse, no_reply_text
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
+from gateway.version import package_version
 
 __all__ = ["DEFAULT_SESSION", "build_mcp_server"]
 
 DEFAULT_SESSION = "cli:mcp"
 """Where ``send_message`` talks when no session is given."""
 _KINDS = ("every", "after", "at", "cron")
+_READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+"""Tools that only read the gateway's state."""
+_ADDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+_ANNOTATIONS = {
+    "send_message": ToolAnnotations(
+        # the assistant answering may use its tools (exec, web...): the open world
+        read_only_hint=False,
+        destructive_hint=False,
+        open_world_hint=True,
+    ),
+    "list_sessions": _READS,
+    "read_session": _READS,
+    "schedule_add": _ADDS,
+    "schedule_list": _READS,
+    "schedule_cancel": ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+    "tasks_list": _READS,
+}
+"""Hints for clients (MCP's ``ToolAnnotations``): which tools only read, so a client may
+run them without asking, and which one removes something."""
 T = TypeVar("T")
 
 
@@ -151,6 +174,7 @@ def build_mcp_server(home: Path, config: McpServeConfig) -> MCPServer:
         instructions="Talk to the familiar assistant gateway: send messages, read "
         "sessions, manage scheduled prompts, list subagents.",
         log_level="WARNING",
+        version=package_version(),
     )
     tools = _GatewayTools(home, config)
     for fn in (
@@ -162,5 +186,5 @@ def build_mcp_server(home: Path, config: McpServeConfig) -> MCPServer:
         tools.schedule_cancel,
         tools.tasks_list,
     ):
-        server.add_tool(fn)
+        server.add_tool(fn, annotations=_ANNOTATIONS[fn.__name__])
     return server

@@ -89,7 +89,12 @@ def check_mcp_file(
 
 
 def read_mcp(
-    config: McpConfig, *, home: Path, workspace: Path, env: Mapping[str, str]
+    config: McpConfig,
+    *,
+    home: Path,
+    workspace: Path,
+    env: Mapping[str, str],
+    trust: WorkspaceTrust | None = None,
 ) -> McpSources:
     """``config`` with the servers of the files merged in (blocking: reads files).
 
@@ -105,10 +110,12 @@ def read_mcp(
         env: what ``$VAR`` / ``${VAR}`` / ``${VAR:-default}`` / ``${env:VAR}`` expand
             from; ``${workspaceFolder}`` and ``${userHome}`` are added. ``FAMILIAR_*``
             variables expand to nothing: they hold the daemon's secrets.
+        trust: the workspace's trust record (default: ``$FAMILIAR_HOME/trust.json``); pass
+            the same one to each re-read, so an ignored file is logged once per content.
     """
     if not config.import_files:
         return McpSources(config)
-    trust = WorkspaceTrust(record=home / TRUST_FILE, workspace=workspace)
+    trust = trust or WorkspaceTrust(record=home / TRUST_FILE, workspace=workspace)
     merged: dict[str, McpServerConfig] = {}
     problems: list[str] = []
     untrusted: list[UntrustedMcpFile] = []

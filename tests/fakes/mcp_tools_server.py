@@ -1,9 +1,13 @@
 """A real MCP server for tests, run as a subprocess: stdio by default, or streamable HTTP.
 
 Tools: ``echo(text)``, ``add(a, b)``, ``env(name)`` (a variable of its environment), ``pid()``,
-``cwd()``, ``fail(reason)`` (an ``is_error`` result), ``crash()`` (the process exits mid-call) and
-``hang()`` (never answers). ``--http`` serves ``/mcp`` (``--sse``: legacy SSE at ``/sse``)
+``cwd()``, ``fail(reason)`` (an ``is_error`` result), ``crash()`` (the process exits mid-call),
+``hang()`` (never answers) and ``steps(count)`` (a progress notification per step, when the
+call asked for them). ``--http`` serves ``/mcp`` (``--sse``: legacy SSE at ``/sse``)
 on 127.0.0.1 at a free port and prints ``PORT <n>`` on stdout once it listens.
+
+With ``FAKE_MCP_STARTS=<file>`` in its environment it appends its pid to that file when it
+starts: the proof of how many copies of it were started, and by whom.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import socket
 import sys
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+STARTS_ENV = "FAKE_MCP_STARTS"
 server = MCPServer("fake-tools", version="1.0", log_level="WARNING")
 
 
@@ -70,6 +75,14 @@ async def hang() -> str:
     return "unreachable"
 
 
+@server.tool()
+async def steps(count: int, ctx: Context) -> str:
+    """Report progress once per step ("step i", i of count), then answer."""
+    for i in range(1, count + 1):
+        await ctx.report_progress(i, count, f"step {i}")
+    return f"{count} steps done"
+
+
 async def _serve_http(*, sse: bool) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -87,6 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP")
     parser.add_argument("--sse", action="store_true", help="serve legacy SSE at /sse")
     args = parser.parse_args(argv)
+    if starts := os.environ.get(STARTS_ENV):
+        with open(starts, "a", encoding="utf-8") as f:
+            f.write(f"{os.getpid()}\n")
     if args.http or args.sse:
         asyncio.run(_serve_http(sse=args.sse))
     else:

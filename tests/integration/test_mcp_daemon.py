@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import aiohttp
@@ -21,6 +22,7 @@ from gateway.config import load_config
 from tests.fakes.fake_openai import FakeOpenAI, ToolCalls
 from tests.fakes.mcp_procs import MODULE, ROOT
 from tests.integration.test_daemon import running, write_config
+from tests.integration.test_roles import Front, role
 from tests.waiting import eventually
 
 TOKEN = "gateway-mcp-token"
@@ -122,3 +124,56 @@ def test_enabling_the_endpoint_without_a_token_is_a_config_error(tmp_path: Path)
     (tmp_path / "config.toml").write_text("[mcp.server]\nenabled = true\n")
     with pytest.raises(ConfigError, match=r"mcp\.server.*token"):
         load_config(tmp_path)
+
+
+@pytest.mark.slow
+async def test_a_servers_progress_reaches_the_caller_of_the_turn(daemon_home: Path) -> None:
+    home = daemon_home
+    async with FakeOpenAI() as fake:
+        write_config(home, fake, SERVERS)
+        fake.script(ToolCalls((("mcp__fake__steps", {"count": 2}),)), "done")
+        async with running(home) as gw:
+            lines = await gw.send("count for me", stream=True, timeout=60)
+    progress = [line["text"] for line in lines if line["type"] == "progress"]
+    assert progress == [
+        "running mcp__fake__steps…",
+        "mcp__fake__steps: step 1 (1/2)",
+        "mcp__fake__steps: step 2 (2/2)",
+    ]
+    assert lines[-1]["text"] == "done"
+    assert fake.requests[-1]["messages"][-1]["content"] == "2 steps done"
+
+
+@pytest.mark.slow
+async def test_the_channels_role_shows_the_servers_of_the_agent_role(daemon_home: Path) -> None:
+    """Roles run on their own (a unit per role): the agent role's servers, seen by the
+    channels role that answers ``status``."""
+    home = daemon_home
+    eager = SERVERS.replace("[mcp.servers.fake]\n", "[mcp.servers.fake]\neager = true\n")
+    eager = eager.replace("[mcp.servers.broken]\n", "[mcp.servers.broken]\neager = true\n")
+    async with FakeOpenAI() as fake, AsyncExitStack() as stack:
+        write_config(home, fake, eager)
+        await stack.enter_async_context(role(home, "channels"))
+        connector = aiohttp.UnixConnector(path=str(home / "run" / "gateway.sock"))
+        http = await stack.enter_async_context(aiohttp.ClientSession(connector=connector))
+        front = Front(http)
+
+        async def answers() -> bool:
+            try:
+                await front.get("/v1/status")
+            except aiohttp.ClientConnectionError:
+                return False
+            return True
+
+        await eventually(answers, timeout=60, what="the channels role serves")
+        assert (await front.get("/v1/status"))["mcp"] == []  # no agent role yet
+        await stack.enter_async_context(role(home, "agent"))
+
+        async def settled() -> bool:
+            found = {s["name"]: s["state"] for s in (await front.get("/v1/status"))["mcp"]}
+            return found == {"fake": "ready", "broken": "failed"}
+
+        await eventually(settled, timeout=60, what="the agent role's servers published")
+        servers = {s["name"]: s for s in (await front.get("/v1/status"))["mcp"]}
+    assert "mcp__fake__echo" in servers["fake"]["tools"]
+    assert "FileNotFoundError" in servers["broken"]["error"]

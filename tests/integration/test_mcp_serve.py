@@ -20,6 +20,7 @@ from core.errors import ConfigError
 from core.mcp import McpServeConfig
 from gateway.mcp.http import http_app, serve_http
 from gateway.mcp.server import build_mcp_server
+from gateway.version import package_version
 from tests.fakes.mcp_procs import ROOT
 from tests.integration.control_stack import control_stack
 
@@ -126,3 +127,24 @@ def test_http_serve_needs_a_token(tmp_path: Path) -> None:
     config = McpServeConfig()
     with pytest.raises(ConfigError, match=r"mcp\]? ?.*token|token"):
         http_app(build_mcp_server(tmp_path, config), config)
+
+
+async def test_clients_see_our_version_and_which_tools_only_read(tmp_path: Path) -> None:
+    async with http_serve(tmp_path) as url, AsyncExitStack() as stack:
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"})
+        )
+        client = await stack.enter_async_context(
+            Client(streamable_http_client(url, http_client=http))
+        )
+        info = client.server_info
+        tools = {t.name: t.annotations for t in (await client.list_tools()).tools}
+    assert info is not None and (info.name, info.version) == ("familiar", package_version())
+    assert package_version() != ""
+    reads = {n for n, a in tools.items() if a is not None and a.read_only_hint}
+    assert reads == {"list_sessions", "read_session", "schedule_list", "tasks_list"}
+    for name in tools.keys() - reads:
+        annotations = tools[name]
+        assert annotations is not None and annotations.read_only_hint is False, name
+    cancel = tools["schedule_cancel"]
+    assert cancel is not None and cancel.destructive_hint is True

@@ -152,3 +152,19 @@ def test_doctor_names_the_servers_and_the_files_it_could_not_use(tmp_path: Path)
     assert len(failed) == 1 and str(tmp_path / "mcp.json") in failed[0].reason
     (defined,) = [c for c in checks if c.ok]
     assert defined.reason == f"a ({tmp_path / 'workspace' / '.mcp.json'})"
+
+
+def test_env_passthrough_takes_variable_names_and_never_familiars_own(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        '[mcp]\nenv_passthrough = ["NODE_EXTRA_CA_CERTS"]\n\n'
+        '[mcp.servers.npx]\ncommand = "npx"\nenv_passthrough = ["HTTPS_PROXY"]\n'
+    )
+    config = load_config(tmp_path).mcp
+    assert config.env_passthrough == ["NODE_EXTRA_CA_CERTS"]
+    assert config.servers["npx"].env_passthrough == ["HTTPS_PROXY"]
+    assert McpServerConfig(command="x").env_passthrough == []
+    for bad, says in ((["FAMILIAR_PROVIDER__API_KEY"], "FAMILIAR_"), (["A B"], "not environment")):
+        with pytest.raises(ValidationError, match=says):
+            McpServerConfig(command="x", env_passthrough=bad)
+        with pytest.raises(ValidationError, match=says):
+            McpConfig(env_passthrough=bad)
