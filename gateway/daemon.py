@@ -402,6 +402,7 @@ class _Gateway:
             mcp=await asyncio.to_thread(self._mcp_config),
             home=self.home,
             wakeups=self.wakeups,
+            skills=self.config.skills,
         )
         if self.channel is not None:
             await self._start_channel_process(channels)

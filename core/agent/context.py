@@ -151,11 +151,12 @@ class ContextBuilder:
         agents: Sequence[tuple[str, str]] = (),
         extra: str | None = None,
         summary: str | None = None,
+        skills: str | None = None,
     ) -> str:
         """Build the system prompt for one LLM call.
 
         Order: runtime block, workspace files (see :data:`WORKSPACE_FILES`, missing
-        ones skipped, each capped at ``file_max_chars``), tools, custom agents,
+        ones skipped, each capped at ``file_max_chars``), tools, custom agents, skills,
         ``extra``, then the summary of earlier turns.
 
         Args:
@@ -165,6 +166,7 @@ class ContextBuilder:
             agents: Custom agents as ``(name, description)``.
             extra: Free text appended after the catalogs (e.g. subagent instructions).
             summary: The compacted summary of turns outside the window.
+            skills: The Agent Skills section (`core.skills.prompt`), after the agents.
 
         Returns:
             The system prompt, sections separated by blank lines.
@@ -175,6 +177,8 @@ class ContextBuilder:
             sections.append(self._tools_block(tools))
         if agents:
             sections.append(_agents_block(agents))
+        if skills:
+            sections.append(skills)
         if extra and extra.strip():
             sections.append(extra.strip())
         if summary and summary.strip():

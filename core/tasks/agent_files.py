@@ -159,7 +159,18 @@ def parse_agent(text: str, *, path: Path) -> AgentSpec:
         model=model,
         instructions=body.strip(),
         source=str(path),
+        skills=_skills(data.get("skills"), lines),
     )
+
+
+def _skills(value: object, lines: dict[str, int]) -> tuple[str, ...] | None:
+    """``skills``: the Agent Skills the agent sees (a list, or names split by commas)."""
+    if value is None:
+        return None
+    names = value.replace(",", " ").split() if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise _Bad("'skills' must be a list of skill names", lines.get("skills"))
+    return tuple(dict.fromkeys(n.strip() for n in names if n.strip()))
 
 
 def _split(text: str) -> tuple[str, str]:

@@ -18,6 +18,7 @@ class AgentSpec:
         model: the model its turns use; None inherits the parent's.
         instructions: put into its system prompt (a custom agent's Markdown body).
         source: the file it was read from (None for a built-in).
+        skills: the Agent Skills it sees (a custom agent's ``skills``); None: all.
     """
 
     name: str
@@ -27,6 +28,7 @@ class AgentSpec:
     model: str | None = None
     instructions: str = ""
     source: str | None = None
+    skills: tuple[str, ...] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
