@@ -115,6 +115,10 @@ COMMANDS = {
     "tasks": LazyCommand(
         "gateway.commands.tasks:tasks_app", "Subagents started by the agent (list, show, cancel)."
     ),
+    "skills": LazyCommand(
+        "gateway.commands.skills:skills_app",
+        "Agent Skills: what loaded, from where, and why a skill did not.",
+    ),
 }
 """Every ``familiar`` command, in the order ``--help`` lists them."""
 

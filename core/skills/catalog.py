@@ -108,7 +108,7 @@ class SkillCatalog:
         for problem in problems:
             log.warning(
                 "skill file %s file=%s line=%s: %s",
-                "warning" if problem.loaded else "skipped",
+                "warning" if problem.severity == "warning" else "skipped",
                 problem.file,
                 problem.line,
                 problem.message,

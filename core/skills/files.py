@@ -52,16 +52,17 @@ def load_skills(sources: Sequence[SkillSource]) -> tuple[list[Skill], list[Skill
             first = skills.get(skill.name)
             if first is None:
                 skills[skill.name] = skill
-                continue
-            problems.append(
-                SkillProblem(
-                    str(skill.file),
-                    None,
-                    f"duplicate: skill {skill.name!r} is already loaded from {first.file}, "
-                    "which comes first; this one is not used",
-                    skill=skill.name,
+            elif first.folder != skill.folder:  # else a link to the same folder (installers)
+                problems.append(
+                    SkillProblem(
+                        str(skill.file),
+                        None,
+                        f"duplicate: skill {skill.name!r} is already loaded from {first.file}, "
+                        "which comes first; this one is not used",
+                        severity="warning",
+                        skill=skill.name,
+                    )
                 )
-            )
     return list(skills.values()), problems
 
 
@@ -219,12 +220,12 @@ def _read_folder(
         )
         return None
     try:
-        parsed = parse_skill_text(read.text, folder_name=name)
+        parsed = parse_skill_text(read.text, folder_name=real.name)
     except SkillFileError as exc:
         problems.append(SkillProblem(str(file), exc.line, str(exc)))
         return None
     problems.extend(
-        SkillProblem(str(file), line, message, loaded=True, skill=parsed.name)
+        SkillProblem(str(file), line, message, severity="warning", skill=parsed.name)
         for line, message in parsed.warnings
     )
     return Skill(

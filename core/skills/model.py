@@ -108,19 +108,20 @@ class Skill:
 
 @dataclass(frozen=True, slots=True)
 class SkillProblem:
-    """Something wrong with a skill file: where, what, and whether the skill loaded anyway.
+    """Something wrong with a skill file: where, what, and how bad.
 
     Attributes:
         file: the file (or folder) concerned.
         line: 1-based line in ``file``, when known.
-        loaded: True for a warning about a skill that loaded all the same.
+        severity: ``error``: the skill did not load; ``warning``: it loaded all the
+            same, or (a duplicate) a skill of that name loaded from another place.
         skill: the skill's name, when known.
     """
 
     file: str
     line: int | None
     message: str
-    loaded: bool = False
+    severity: Literal["error", "warning"] = "error"
     skill: str | None = None
 
     def __str__(self) -> str:
@@ -132,7 +133,7 @@ class SkillProblem:
             "file": self.file,
             "line": self.line,
             "message": self.message,
-            "loaded": self.loaded,
+            "severity": self.severity,
             "skill": self.skill,
         }
 

@@ -16,6 +16,7 @@ _HEADER = (
     "instructions and lists the skill's files.\n"
 )
 _ELLIPSIS = "…"
+_NAMES_SHARE = 4
 
 
 def skills_section(
@@ -24,23 +25,25 @@ def skills_section(
     """The section for ``skills`` (in catalog order), at most ``max_chars`` characters.
 
     Each skill is a ``- name: description`` line (the description cut at
-    ``description_max_chars``) while they fit; the skills after that are named only,
-    while their names fit, and the rest are counted. None when there are no skills or
-    the budget cannot hold the header.
+    ``description_max_chars``). When they do not all fit, those lines take three
+    quarters of the budget, the skills after them are named only while their names fit,
+    and the rest are counted. None when there are no skills or the budget cannot hold
+    the header.
     """
     if not skills or max_chars < len(_HEADER) + 1:
         return None
+    entries = [f"\n- {s.name}: {_clip(s.description, description_max_chars)}" for s in skills]
     lines = [_HEADER]
     used = len(_HEADER)
-    listed = 0
-    for skill in skills:
-        line = f"\n- {skill.name}: {_clip(skill.description, description_max_chars)}"
-        if used + len(line) > max_chars:
+    full = used + sum(map(len, entries)) <= max_chars
+    # When not all fit, a quarter is kept for naming (or counting) the rest.
+    room = max_chars if full else max_chars - max_chars // _NAMES_SHARE
+    for entry in entries:
+        if used + len(entry) > room:
             break
-        lines.append(line)
-        used += len(line)
-        listed += 1
-    rest = skills[listed:]
+        lines.append(entry)
+        used += len(entry)
+    rest = skills[len(lines) - 1 :]
     if rest:
         lines.append(_overflow(rest, max_chars - used))
     text = "".join(lines)
