@@ -184,7 +184,7 @@ async def test_allowed_tools_bind_the_rest_of_the_message(store_url: str, tmp_pa
     assert before.startswith("wrote")
     assert (
         "allowed-tools: until this message is answered, only these tools run: read_file, "
-        "list_dir, resolve_path, recall, skill, task_complete." in loaded
+        "list_dir, resolve_path, skill, task_complete." in loaded
     )
     assert read == "hello\n"
     refusal = (

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from core.skills.catalog import SkillCatalog
 from core.skills.config import SkillsConfig
 from core.skills.model import default_skill_sources
 from core.skills.prompt import skills_section
+from core.tasks.agent_files import parse_agent
 from tests.unit.test_skills_files import simple, write_skill
 
 LONG = (
@@ -97,3 +100,16 @@ async def test_added_edited_and_removed_skills_show_up(tmp_path: Path) -> None:
     assert (problem.file, problem.line) == (str(file), 2)
     os.remove(file)
     assert await skills.skills() == {} and skills.problems == ()
+
+
+def test_an_agent_file_names_its_skills(tmp_path: Path) -> None:
+    path = tmp_path / "reviewer.md"
+    listed = "---\ndescription: Reviews\nskills:\n  - pdf-forms\n  - notes\n---\nGo.\n"
+    assert parse_agent(listed, path=path).skills == ("pdf-forms", "notes")
+    commas = "---\ndescription: Reviews\nskills: pdf-forms, notes\n---\n"
+    assert parse_agent(commas, path=path).skills == ("pdf-forms", "notes")
+    assert parse_agent("---\ndescription: Reviews\n---\n", path=path).skills is None
+    assert parse_agent("---\ndescription: R\nskills: []\n---\n", path=path).skills == ()
+    with pytest.raises(ValueError, match="'skills' must be a list") as caught:
+        parse_agent("---\ndescription: Reviews\nskills: {a: 1}\n---\n", path=path)
+    assert getattr(caught.value, "line", None) == 3

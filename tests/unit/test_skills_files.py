@@ -71,11 +71,11 @@ def test_every_field_of_the_spec_is_read() -> None:
 
 
 def test_allowed_tools_in_the_shapes_clients_write() -> None:
-    assert map_allowed_tools(["Read", "Grep", "Glob"]) == (
+    assert map_allowed_tools(["Read", "Grep", "Glob", "WebFetch"]) == (
         "read_file",
         "list_dir",
         "resolve_path",
-        "recall",
+        "WebFetch",  # no such tool here: it allows nothing
     )
     assert map_allowed_tools(["exec", "github/create_issue"]) == (
         "exec",
@@ -92,6 +92,7 @@ def test_allowed_tools_in_the_shapes_clients_write() -> None:
         "list_dir",
         "resolve_path",
         "write_file",
+        "edit_file",
     )
 
 
