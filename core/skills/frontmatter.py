@@ -93,7 +93,7 @@ def _load(front: str) -> Any:
         return {}
     try:
         # The C loader when PyYAML has it: a catalog of hundreds of skills loads 10x faster.
-        return yaml.load(front, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+        return yaml.load(front, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = None if mark is None else mark.line + _FIRST_LINE

@@ -81,7 +81,7 @@ async def test_the_model_sees_the_catalog_and_loads_a_skill(store_url: str, tmp_
 async def test_a_home_skill_file_is_read_through_the_tool_and_escapes_are_refused(
     store_url: str, tmp_path: Path
 ) -> None:
-    workspace, home = tmp_path / "ws", tmp_path / "home"
+    home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text('[provider]\napi_key = "sk-secret"\n')
     folder = write_skill(
@@ -106,7 +106,7 @@ async def test_a_home_skill_file_is_read_through_the_tool_and_escapes_are_refuse
         (reply,) = await replies.wait([message.id])
     loaded, style, dotdot, absolute, link, read_file, guess = json.loads(reply.text)
     assert (
-        'Skill folder: $FAMILIAR_HOME/skills/release-notes (outside the workspace: read a '
+        "Skill folder: $FAMILIAR_HOME/skills/release-notes (outside the workspace: read a "
         'file with skill(name="release-notes", path="<file>")' in loaded
     )
     assert "<skill_resources>\nreferences/STYLE.md\n</skill_resources>" in loaded
@@ -128,7 +128,9 @@ async def test_an_agent_skills_field_limits_the_catalog(store_url: str, tmp_path
         write_skill(workspace / "skills", name, simple(name, f"The {name} skill."))
     agent = workspace / ".claude" / "agents" / "narrow.md"
     agent.parent.mkdir(parents=True)
-    agent.write_text("---\nname: narrow\ndescription: Sees alpha only\nskills:\n  - alpha\n---\nGo.\n")
+    agent.write_text(
+        "---\nname: narrow\ndescription: Sees alpha only\nskills:\n  - alpha\n---\nGo.\n"
+    )
 
     def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
         if session and session.startswith("subagent:"):
