@@ -45,6 +45,10 @@ from core.scheduling import (
 )
 from core.scheduling.heartbeat import HEARTBEAT_CHANNEL
 from core.sessions import SessionStore
+from core.skills import SkillsConfig
+from core.skills.catalog import SkillCatalog
+from core.skills.model import default_skill_sources
+from core.skills.tool import skill_tools
 from core.store.engine import Store
 from core.tasks.agent_files import AgentSource
 from core.tasks.agent_tools import ToolVocabulary
@@ -93,6 +97,7 @@ class CoreApp:
     hooks: Hooks | None = None
     mcp_publisher: McpPublisher | None = None
     """Writes this agent process's MCP servers for the process that answers ``status``."""
+    skills: SkillCatalog | None = None
 
     async def start(self) -> None:
         """Start everything (the one-process gateway): the agent side and the schedules."""
@@ -156,6 +161,7 @@ async def build_core(
     agent_sources: Sequence[AgentSource] | None = None,
     models: ModelAliases | None = None,
     wakeups: Wakeups | None = None,
+    skills: SkillsConfig | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime.
 
@@ -174,6 +180,8 @@ async def build_core(
         models: the ``[models]`` table agents' model names resolve through.
         wakeups: wake-ups shared with the other processes of this gateway (roles):
             the bus, the ephemeral hub and the schedules wake and are woken by them.
+        skills: the ``[skills]`` section (default: Agent Skills on), read from the
+            workspace and the home's ``skills/`` (`core.skills.model.default_skill_sources`).
     """
     await asyncio.to_thread(scaffold_workspace, workspace)
     if store is None:
@@ -206,6 +214,12 @@ async def build_core(
         timeout=tools.exec.approval_timeout,
     )
     register_approval_commands(commands, approvals)
+    skills = skills or SkillsConfig()
+    skill_catalog = (
+        SkillCatalog(sources=default_skill_sources(workspace, home), config=skills)
+        if skills.enabled
+        else None
+    )
     registry = ToolRegistry(
         tools=[
             *fs_tools(tools, guards=[memory_guard]),
@@ -214,6 +228,7 @@ async def build_core(
             manage_schedule,
             *memory_tools(),
             *(subagent_tools() if tools.subagents.enabled else ()),
+            *(skill_tools(max_bytes=tools.max_file_bytes) if skill_catalog else ()),
             *extra_tools,
         ],
         policy=ToolPolicy(config=tools.policy),
@@ -285,12 +300,20 @@ async def build_core(
         config=agent,
         workspace=workspace,
         commands=commands,
-        tool_deps=ToolDeps(schedules, approvals, memory_service, task_registry, hub),
+        tool_deps=ToolDeps(
+            schedules,
+            approvals,
+            memory_service,
+            task_registry,
+            hub,
+            *((skill_catalog,) if skill_catalog else ()),
+        ),
         compaction=compaction if memory.compaction == "model" else None,
         notices=approvals,
         hooks=hook_runner,
         profiles=task_registry.profiles,
         before_tools=mcp_manager.first_use,  # servers may come later, with a reload
+        skills=skill_catalog,
     )
     register_status_command(
         commands,
@@ -334,4 +357,5 @@ async def build_core(
         hooks=hook_runner,
         mcp=mcp_manager,
         tasks=task_registry,
+        skills=skill_catalog,
     )

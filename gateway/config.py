@@ -32,6 +32,7 @@ from core.memory.config import MemoryConfig
 from core.providers.aliases import ModelAliases
 from core.providers.config import ProviderConfig
 from core.scheduling import SchedulerConfig
+from core.skills import SkillsConfig
 from core.store.config import StoreConfig
 from core.tools.config import ToolsConfig
 from gateway.home import default_home
@@ -242,6 +243,7 @@ class FamiliarConfig(BaseSettings):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
 
     @classmethod

@@ -403,6 +403,7 @@ class _Gateway:
             home=self.home,
             models=self.config.models,
             wakeups=self.wakeups,
+            skills=self.config.skills,
         )
         if self.channel is not None:
             await self._start_channel_process(channels)

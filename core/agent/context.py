@@ -154,11 +154,12 @@ class ContextBuilder:
         agents_query: str | None = None,
         extra: str | None = None,
         summary: str | None = None,
+        skills: str | None = None,
     ) -> str:
         """Build the system prompt for one LLM call.
 
         Order: runtime block, workspace files (see :data:`WORKSPACE_FILES`, missing
-        ones skipped, each capped at ``file_max_chars``), tools, custom agents,
+        ones skipped, each capped at ``file_max_chars``), tools, custom agents, skills,
         ``extra``, then the summary of earlier turns.
 
         Args:
@@ -170,6 +171,7 @@ class ContextBuilder:
             agents_query: The text being answered: agents it mentions are listed first.
             extra: Free text appended after the catalogs (e.g. subagent instructions).
             summary: The compacted summary of turns outside the window.
+            skills: The Agent Skills section (`core.skills.prompt`), after the agents.
 
         Returns:
             The system prompt, sections separated by blank lines.
@@ -182,6 +184,8 @@ class ContextBuilder:
             sections.append(
                 agents_section(agents, query=agents_query, max_chars=self._config.agents_max_chars)
             )
+        if skills:
+            sections.append(skills)
         if extra and extra.strip():
             sections.append(extra.strip())
         if summary and summary.strip():

@@ -19,6 +19,7 @@ from core.events import EventLog
 from core.hooks import Hooks
 from core.providers.base import Provider
 from core.sessions import SessionStore
+from core.skills.catalog import SkillCatalog
 from core.store.engine import Store
 from core.tools.base import ToolDeps
 from core.tools.lineage import Lineage
@@ -75,6 +76,8 @@ class TurnProfile:
             (e.g. the agent was cancelled).
         lineage: a subagent's chain up to the session that started it (whose channel
             rules and agents' tool lists bind it too).
+        skills: the Agent Skills it may see and load (a custom agent's ``skills``);
+            None: every skill.
     """
 
     agent_type: str = "main"
@@ -86,6 +89,7 @@ class TurnProfile:
     agents: tuple[AgentListing, ...] = ()
     refuse: str | None = None
     lineage: Lineage | None = None
+    skills: tuple[str, ...] | None = None
 
 
 class TurnProfiles(Protocol):
@@ -126,3 +130,5 @@ class TurnServices:
     """Subagent sessions' agent type, tools, depth and instructions."""
     before_tools: Callable[[], Awaitable[None]] | None = None
     """Awaited before a turn lists its tools (MCP servers start on first use)."""
+    skills: SkillCatalog | None = None
+    """Agent Skills, listed in the prompt and loaded with the ``skill`` tool; None: off."""

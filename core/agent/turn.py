@@ -36,6 +36,7 @@ from core.messages import (
 )
 from core.providers.base import ChatMessage, Provider
 from core.sessions import HistoryEntry, SessionState
+from core.skills.prompt import SKILL_TOOL
 from core.tools.base import NO_CAPACITY_HANDOVER, Capacity, ToolContext
 
 __all__ = ["TurnControl", "TurnHandler"]
@@ -258,10 +259,14 @@ class TurnHandler:
             lineage=profile.lineage,
             deps=s.tool_deps,
             capacity=control.capacity,
+            skills=profile.skills,
         )
         if s.before_tools is not None:
             await s.before_tools()
         specs = s.tools.specs(ctx=tool_context)
+        skills = await s.skills.section(profile.skills) if s.skills is not None else None
+        if skills is None:  # nothing to load: the tool is not offered (agentskills.io)
+            specs = [spec for spec in specs if spec.name != SKILL_TOOL]
         system = await s.context.system_prompt(
             session_key=state.key,
             channel=message.delivery.channel,
@@ -270,6 +275,7 @@ class TurnHandler:
             agents_query=message.text,
             extra="\n\n".join(profile.instructions) or None,
             summary=summary,
+            skills=skills,
         )
         observer = _TurnObserver(hub=s.hub, events=s.events, message=message)
         hooks = TurnHooks(

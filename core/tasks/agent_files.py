@@ -193,6 +193,7 @@ def parse_agent(
         requested_model=requested,
         instructions=body.strip(),
         source=str(path),
+        skills=_skills(data.get("skills"), lines),
         notes=tuple(notes),
     )
 
@@ -210,6 +211,16 @@ def _identity(written: str | None, path: Path, lines: dict[str, int]) -> tuple[s
             lines.get("name", 2),
         )
     return stem, (written if written and written != stem else None)
+
+
+def _skills(value: object, lines: dict[str, int]) -> tuple[str, ...] | None:
+    """``skills``: the Agent Skills the agent sees (a list, or names split by commas)."""
+    if value is None:
+        return None
+    names = value.replace(",", " ").split() if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise _Bad("'skills' must be a list of skill names", lines.get("skills"))
+    return tuple(dict.fromkeys(n.strip() for n in names if n.strip()))
 
 
 def _split(text: str) -> tuple[str, str]:

@@ -34,6 +34,7 @@ BUILTIN_TOOLS = frozenset(
         "sessions_spawn",
         "subagents",
         "agents_list",
+        "skill",
     }
 )
 """familiar's own tools (the runtime also knows the tools plugins add)."""

@@ -113,6 +113,7 @@ class SubagentProfiles:
             agents=await self._catalog.listing(),
             read_scopes=(task.owner_key,) if task.memory_mode == "inherit-readonly" else (),
             lineage=lineage,
+            skills=spec.skills,
         )
 
     async def lineage(self, task: TaskRecord) -> Lineage | str:

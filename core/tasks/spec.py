@@ -25,6 +25,7 @@ class AgentSpec:
         instructions: put into its system prompt (a custom agent's Markdown body).
         source: the file it was read from (None for a built-in).
         notes: what of its file was read leniently or ignored (e.g. not strict YAML).
+        skills: the Agent Skills it sees (a custom agent's ``skills``); None: all.
     """
 
     name: str
@@ -37,6 +38,7 @@ class AgentSpec:
     requested_model: str | None = None
     instructions: str = ""
     source: str | None = None
+    skills: tuple[str, ...] | None = None
     notes: tuple[str, ...] = ()
 
     @property

@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from core.messages import InboundMessage
 
 from .lineage import Ancestor, Lineage
+from .restrictions import ToolRestrictions
 
 __all__ = ["NO_CAPACITY_HANDOVER", "Capacity", "Tool", "ToolContext", "ToolDeps"]
 
@@ -84,6 +85,11 @@ class ToolContext:
     (one a person or a caller talks to, whose own channel is the root channel)."""
     deps: ToolDeps = field(default_factory=ToolDeps)
     capacity: Capacity = NO_CAPACITY_HANDOVER
+    skills: tuple[str, ...] | None = None
+    """The Agent Skills this agent may load (a custom agent's ``skills``); None: all."""
+    restrictions: ToolRestrictions = field(default_factory=ToolRestrictions)
+    """Tool lists that bind the rest of this message's calls once added (an active
+    skill's ``allowed-tools``)."""
 
     @property
     def root_channel(self) -> str:

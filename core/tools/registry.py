@@ -205,7 +205,7 @@ class ToolRegistry:
                     depth=ctx.depth,
                     lineage=ctx.lineage,
                 )
-            for whose, allow in _tool_lists(ctx):
+            for whose, allow in [*_tool_lists(ctx), *ctx.restrictions.lists()]:
                 if not _listed(call.name, allow):
                     raise PolicyDenied(f"tool {call.name!r} is not allowed here: not among {whose}")
             content = await tool.run(ctx, call.arguments)

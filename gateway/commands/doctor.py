@@ -30,6 +30,7 @@ from gateway.commands.common import (
     stdout_console,
 )
 from gateway.commands.doctor_memory import memory_checks
+from gateway.commands.doctor_skills import skill_checks
 from gateway.commands.doctor_store import store_checks
 from gateway.commands.trust import trust_checks
 from gateway.commands.undelivered_view import undelivered_checks
@@ -356,6 +357,7 @@ async def _doctor(home: Path) -> list[_Check]:
     checks += _check_mcp_files(home, config)
     checks += [_Check(*check) for check in await asyncio.to_thread(trust_checks, home)]
     checks += await asyncio.to_thread(_check_agents, home, config)
+    checks += [_Check(*check) for check in await asyncio.to_thread(skill_checks, home, config)]
     checks += [_Check(*check) for check in await store_checks(home, config)]
     checks += [_Check(*check) for check in await memory_checks(home, config)]
     provider, sandbox, hooks, daemon = await asyncio.gather(
