@@ -83,6 +83,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_cli_start
 	$(BIN)/python -m tests.bench.bench_danger
 	$(BIN)/python -m tests.bench.bench_lifecycle_faults
+	$(BIN)/python -m tests.bench.bench_store_faults
 
 # systemd-analyze lints the unit files in tests; bubblewrap (bwrap) is the exec tool's
 # sandbox; libseccomp lets tests apply the units' system-call filters (tests/unitsim). Installing them is best effort: without them those tests skip, except under
