@@ -50,6 +50,14 @@ async def fresh_pg_database() -> AsyncIterator[str]:
         await admin.close()
 
 
+@pytest.fixture(autouse=True)
+def no_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pytest-xdist's workers export COLUMNS=80 and LINES=24; without them every test sees
+    # the environment of `make test` from a plain shell, whether or not xdist runs it.
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture
 async def pg_url() -> AsyncIterator[str]:
     async with fresh_pg_database() as url:

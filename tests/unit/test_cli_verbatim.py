@@ -40,14 +40,6 @@ LONG = "check the build " + "and the deploy " * 8 + "then report"
 """A prompt wider than 80 columns."""
 
 
-@pytest.fixture(autouse=True)
-def no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
-    # pytest-xdist's workers export COLUMNS=80 (and LINES); these tests are about the
-    # width of output nobody sized, as in a shell without them.
-    monkeypatch.delenv("COLUMNS", raising=False)
-    monkeypatch.delenv("LINES", raising=False)
-
-
 @pytest.fixture
 def home() -> Iterator[Path]:
     # The home's path itself carries an emoji code and markup: `status` prints it.
