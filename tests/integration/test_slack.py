@@ -428,7 +428,7 @@ async def test_missing_tokens_exit_78_naming_the_key(
     assert f"channels.slack.{key}" in capfd.readouterr().err
 
 
-async def test_a_message_that_cannot_be_stored_is_refused_in_its_thread_and_acked() -> None:
+async def test_a_message_that_cannot_be_stored_is_refused_where_it_was_sent_and_acked() -> None:
     with small_disk(8) as disk:
         home = disk / "home"
         home.mkdir(mode=0o700)
@@ -442,12 +442,13 @@ async def test_a_message_that_cannot_be_stored_is_refused_in_its_thread_and_acke
             await eventually(full, timeout=15, what="the full disk noticed")
             status, _, _ = await gw.post_event(event_body(dm("full?", ts="80.1")))
             assert status == 200  # acked: Slack's retries would be refused alike
-            [refusal] = await slack.wait_for("chat.postMessage", thread_ts="80.1")
-            assert refusal.args["text"] == STORE_REFUSAL
+            # A top-level DM is answered in the DM itself (dm_reply_in_thread = false).
+            [refusal] = await slack.wait_for("chat.postMessage", channel="DALICE")
+            assert refusal.args["text"] == STORE_REFUSAL and "thread_ts" not in refusal.args
             filler.unlink()
             await eventually(lambda: _ready(gw), timeout=15, what="room again")
             await gw.post_event(event_body(dm("room?", ts="81.1")))
-            [reply] = await slack.wait_for("chat.postMessage", thread_ts="81.1")
+            _, reply = await slack.wait_for("chat.postMessage", 2, channel="DALICE")
             assert reply.args["text"] == "echo: room?"
 
 
