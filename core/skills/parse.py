@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from core.skills.frontmatter import FrontMatter, FrontMatterError, read_front_matter
+from core.front_matter import FrontMatter, FrontMatterError, read_front_matter
 
 __all__ = ["ParsedSkill", "SkillFileError", "map_allowed_tools", "parse_skill_text"]
 
@@ -72,13 +72,14 @@ def parse_skill_text(text: str, *, folder_name: str) -> ParsedSkill:
             description, a name that cannot be used).
     """
     try:
-        front = read_front_matter(text)
+        front = read_front_matter(text, lenient="quote")
     except FrontMatterError as exc:
         raise SkillFileError(str(exc), exc.line) from None
     warnings: list[tuple[int | None, str]] = []
-    if front.lenient is not None:
-        error, line = front.lenient
-        warnings.append((line, f"{error}; read leniently with the value quoted (quote it)"))
+    if front.yaml_error is not None:
+        problem, line = front.yaml_error
+        note = f"bad YAML front matter: {problem}; read leniently with the value quoted"
+        warnings.append((line, f"{note} (quote it)"))
     name = _name(front, folder_name, warnings)
     description = _text(front, "description")
     if not description:
