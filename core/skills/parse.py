@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from core.skills.frontmatter import FrontMatter, FrontMatterError, read_front_matter
+from core.front_matter import FrontMatter, FrontMatterError, read_front_matter
+from core.tool_aliases import fixed_alias
 
 __all__ = ["ParsedSkill", "SkillFileError", "map_allowed_tools", "parse_skill_text"]
 
@@ -23,19 +24,6 @@ _USABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 """What can serve as the ``skill`` tool's argument (and a folder's name)."""
 _DESCRIPTION_MAX = 1024
 _COMPATIBILITY_MAX = 500
-_READ = ("read_file", "list_dir", "resolve_path")
-_EDIT = ("write_file", "edit_file")
-_AGENT = ("sessions_spawn", "subagents", "agents_list")
-_ALIASES: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("bash", "execute", "shell", "powershell", "runinterminal"), ("exec",)),
-    **dict.fromkeys(("read", "view", "notebookread", "readfile"), _READ),
-    **dict.fromkeys(("edit", "write", "multiedit", "notebookedit", "editfiles"), _EDIT),
-    **dict.fromkeys(("grep", "glob", "search"), ("list_dir",)),
-    **dict.fromkeys(("task", "agent", "custom-agent", "runsubagent"), _AGENT),
-    "memory": ("remember", "recall", "forget"),
-}
-"""Claude Code's and Copilot's tool names (lower case) -> familiar's, for ``allowed-tools``
-(the same jobs as the agent files' table in `core.tasks`)."""
 _TOKEN = re.compile(r"[^\s,()]+(?:\([^)]*\))?")
 """One ``allowed-tools`` entry: a name, with Claude's ``(argument pattern)`` if any."""
 
@@ -72,13 +60,14 @@ def parse_skill_text(text: str, *, folder_name: str) -> ParsedSkill:
             description, a name that cannot be used).
     """
     try:
-        front = read_front_matter(text)
+        front = read_front_matter(text, lenient="quote")
     except FrontMatterError as exc:
         raise SkillFileError(str(exc), exc.line) from None
     warnings: list[tuple[int | None, str]] = []
-    if front.lenient is not None:
-        error, line = front.lenient
-        warnings.append((line, f"{error}; read leniently with the value quoted (quote it)"))
+    if front.yaml_error is not None:
+        problem, line = front.yaml_error
+        note = f"bad YAML front matter: {problem}; read leniently with the value quoted"
+        warnings.append((line, f"{note} (quote it)"))
     name = _name(front, folder_name, warnings)
     description = _text(front, "description")
     if not description:
@@ -111,17 +100,17 @@ def parse_skill_text(text: str, *, folder_name: str) -> ParsedSkill:
 def map_allowed_tools(names: Iterable[str]) -> tuple[str, ...]:
     """``allowed-tools`` entries -> familiar tool names or patterns.
 
-    Claude Code and Copilot names go through an alias table (``Read`` -> ``read_file``,
-    ``list_dir``, ``resolve_path``; ``Bash(git:*)`` -> ``exec``, its argument pattern
-    dropped); ``mcp__server`` means every tool of that server and ``server/tool`` is
-    ``mcp__server__tool``; anything else (familiar's own names) is kept as it is. A name
-    that matches no tool (``WebFetch``) allows nothing.
+    Claude Code and Copilot names go through the agent files' table (`core.tool_aliases`:
+    ``Read`` -> ``read_file``, ``list_dir``, ``resolve_path``; ``Bash(git:*)`` -> ``exec``,
+    its argument pattern dropped); ``mcp__server`` means every tool of that server and
+    ``server/tool`` is ``mcp__server__tool``; anything else (familiar's own names) is kept
+    as it is. A name that matches no tool (``WebFetch``) allows nothing.
     """
     mapped: list[str] = []
     for raw in names:
         base = raw.split("(", 1)[0].strip()
-        alias = _ALIASES.get(base.lower())
-        if alias is not None:
+        alias = fixed_alias(base)
+        if alias:
             found: tuple[str, ...] = alias
         elif base.startswith("mcp__") and "__" not in base.removeprefix("mcp__"):
             found = (f"{base}__*",)

@@ -7,7 +7,7 @@ YAML list or a comma separated string) is mapped to our tools (`core.tasks.agent
 ``model`` through ``[models]`` (`core.providers.aliases`); ``memory_share_mode`` is
 ours. The body is the agent's instructions. Unknown keys are ignored. Front matter that
 strict YAML refuses is read line by line where the fields are simple
-(`core.tasks.front_matter`).
+(`core.front_matter`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.front_matter import FrontMatterError, read_front_matter
 from core.providers.aliases import ModelAliases
 from core.tasks.agent_tools import ToolVocabulary, map_tools
 from core.tasks.config import MEMORY_SHARE_MODES
-from core.tasks.front_matter import FrontMatterError, read_front_matter
 from core.tasks.spec import AgentSpec
 
 __all__ = [
@@ -153,13 +153,11 @@ def parse_agent(
         ValueError: no or unreadable front matter, or a field of the wrong kind (its
             ``line`` attribute is the 1-based line in the file, when known).
     """
-    front, body = _split(text)
     try:
-        read = read_front_matter(front)
+        read = read_front_matter(text, lenient="lines")
     except FrontMatterError as exc:
         raise _Bad(str(exc), exc.line) from None
-    data, notes = read.data, list(read.notes)
-    lines = _key_lines(front)
+    data, notes, lines, body = read.data, list(read.notes), read.lines, read.body
     written = _text(data, "name", lines)
     name, display = _identity(written, path, lines)
     description = _text(data, "description", lines)
@@ -221,25 +219,6 @@ def _skills(value: object, lines: dict[str, int]) -> tuple[str, ...] | None:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise _Bad("'skills' must be a list of skill names", lines.get("skills"))
     return tuple(dict.fromkeys(n.strip() for n in names if n.strip()))
-
-
-def _split(text: str) -> tuple[str, str]:
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines or lines[0].strip() != "---":
-        raise _Bad("no YAML front matter: the file must start with a --- line", 1)
-    for index in range(1, len(lines)):
-        if lines[index].strip() in ("---", "..."):
-            return "\n".join(lines[1:index]), "\n".join(lines[index + 1 :])
-    raise _Bad("the front matter is not closed by a --- line", len(lines))
-
-
-def _key_lines(front: str) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for index, line in enumerate(front.splitlines()):
-        key, colon, _ = line.partition(":")
-        if colon and key and not key[0].isspace():
-            found.setdefault(key.strip(), index + 2)
-    return found
 
 
 def _text(data: dict[str, Any], key: str, lines: dict[str, int]) -> str | None:

@@ -15,6 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from core.mcp import safe_server_name
+from core.tool_aliases import TODO as _TODO
+from core.tool_aliases import TOOL_ALIASES as _ALIASES
+from core.tool_aliases import WEB as _WEB
+from core.tool_aliases import WEB_FETCH as _WEB_FETCH
+from core.tool_aliases import WEB_SEARCH as _WEB_SEARCH
 
 __all__ = ["BUILTIN_TOOLS", "MappedTools", "ToolVocabulary", "map_tools"]
 
@@ -38,32 +43,6 @@ BUILTIN_TOOLS = frozenset(
     }
 )
 """familiar's own tools (the runtime also knows the tools plugins add)."""
-
-_READ = ("read_file", "list_dir", "resolve_path")
-_EDIT = ("write_file", "edit_file")
-_EXEC = ("exec",)
-_SEARCH = ("list_dir",)
-_AGENT = ("sessions_spawn", "subagents", "agents_list")
-_MEMORY = ("remember", "recall", "forget")
-_WEB_FETCH, _WEB_SEARCH, _WEB = "web-fetch", "web-search", "web"
-_TODO = "todo"
-
-_ALIASES: dict[str, tuple[str, ...] | str] = {
-    # Copilot toolsets and Claude Code's names (case-insensitive, as Copilot's aliases)
-    **dict.fromkeys(("execute", "shell", "bash", "powershell", "runinterminal"), _EXEC),
-    **dict.fromkeys(("runcommands", "terminal"), _EXEC),
-    **dict.fromkeys(("read", "view", "notebookread", "readfile"), _READ),
-    **dict.fromkeys(("edit", "write", "multiedit", "create", "notebookedit"), _EDIT),
-    **dict.fromkeys(("editfiles", "createfile"), _EDIT),
-    **dict.fromkeys(("search", "grep", "glob", "codebase", "findfiles"), _SEARCH),
-    **dict.fromkeys(("agent", "custom-agent", "task", "runsubagent"), _AGENT),
-    "memory": _MEMORY,
-    **dict.fromkeys(("todo", "todowrite", "todos"), _TODO),
-    **dict.fromkeys(("webfetch", "fetch"), _WEB_FETCH),
-    "websearch": _WEB_SEARCH,
-    "web": _WEB,
-}
-"""Lower-case tool names and toolsets -> familiar tools, or a rule resolved below."""
 
 _NAMESPACES = frozenset({"execute", "read", "edit", "search", "agent", "todo", "web"})
 """Copilot toolsets whose ``<toolset>/<tool>`` names map as the toolset does."""

@@ -9,7 +9,6 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from core.errors import ConfigError
 from core.tasks.agent_files import file_id, load_agent_files
 from core.tasks.agent_tools import BUILTIN_TOOLS, ToolVocabulary
 from core.tasks.catalog import BUILTIN_AGENTS, home_agent_sources
@@ -18,13 +17,13 @@ from gateway.commands.common import (
     HomeOption,
     JsonOption,
     command_group,
-    fail,
+    config_or_fail,
     print_json,
     resolve_home,
     stdout_console,
 )
 from gateway.commands.output import add_row, styled
-from gateway.config import FamiliarConfig, load_config, workspace_dir
+from gateway.config import FamiliarConfig, workspace_dir
 from gateway.mcp import resolve_mcp
 
 __all__ = ["agent_report", "agents_app"]
@@ -106,10 +105,7 @@ def list_agents(as_json: JsonOption = False, home: HomeOption = None) -> None:
     file that did not load, why (file and line).
     """
     home_dir = resolve_home(home)
-    try:
-        config = load_config(home_dir)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+    config = config_or_fail(home_dir)
     rows = agent_report(home_dir, config)
     if as_json:
         print_json({"agents": rows})

@@ -22,6 +22,7 @@ from gateway.sizes import size_text
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from gateway.config import FamiliarConfig
     from gateway.control.client import ControlClient
     from gateway.service import ServiceManager
 
@@ -185,6 +186,17 @@ def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
 
     stdout_console(stderr=True).print(escape(message), style="red", soft_wrap=True)
     return typer.Exit(code)
+
+
+def config_or_fail(home: Path) -> FamiliarConfig:
+    """The configuration of ``home``; an invalid one ends the command with its error."""
+    from core.errors import ConfigError
+    from gateway.config import load_config  # heavy: only the commands that read it pay
+
+    try:
+        return load_config(home)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
 
 
 def no_daemon_hint(home: Path) -> str:

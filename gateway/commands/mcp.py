@@ -18,13 +18,14 @@ from gateway.commands.common import (
     HomeOption,
     JsonOption,
     command_group,
+    config_or_fail,
     fail,
     print_json,
     resolve_home,
     stdout_console,
 )
 from gateway.commands.output import add_row, styled
-from gateway.config import FamiliarConfig, load_config, workspace_dir
+from gateway.config import FamiliarConfig, workspace_dir
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.mcp import McpSources, read_mcp
 from gateway.trust import allow_command
@@ -35,10 +36,7 @@ mcp_app = command_group()
 
 
 def _config(home: Path) -> tuple[FamiliarConfig, McpSources]:
-    try:
-        config = load_config(home)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+    config = config_or_fail(home)
     found = read_mcp(config.mcp, home=home, workspace=workspace_dir(home, config), env=os.environ)
     return config, found
 

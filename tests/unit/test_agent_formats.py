@@ -12,11 +12,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from core.front_matter import read_front_matter
 from core.providers.aliases import ModelAliases
 from core.tasks.agent_files import AgentSource, file_id, load_agent_files, parse_agent
 from core.tasks.agent_tools import BUILTIN_TOOLS, ToolVocabulary, map_tools
 from core.tasks.catalog import AgentCatalog, home_agent_sources
-from core.tasks.front_matter import read_front_matter
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
 CSHARP = FIXTURES / "copilot" / "csharp-expert.agent.md"
@@ -120,7 +120,7 @@ def test_what_the_line_reader_cannot_read_is_reported(tmp_path: Path) -> None:
 
 
 def test_unreadable_front_matter_still_fails_with_its_line(tmp_path: Path) -> None:
-    front = read_front_matter("name: x\ndescription: [unclosed")
+    front = read_front_matter("---\nname: x\ndescription: [unclosed\n---\n", lenient="lines")
     assert front.yaml_error is not None
     assert "description" not in front.data
 
