@@ -131,15 +131,32 @@ async def _run(
     if readonly and isinstance(sandbox, BwrapSandbox):
         protect += await asyncio.to_thread(readonly_binds, readonly)
     read_fd, write_fd = os.pipe()
+    # Shielded: cancelled mid-start, asyncio would kill the shell alone and leave its
+    # children running; here the start completes and the whole group is killed.
+    spawning = asyncio.ensure_future(_spawn(command, ctx, write_fd, sandbox, protect))
     try:
-        proc = await _spawn(command, ctx, write_fd, sandbox, protect)
+        proc = await asyncio.shield(spawning)
+    except asyncio.CancelledError:
+        os.close(read_fd)
+        with contextlib.suppress(Exception):
+            started = await spawning
+            _kill_group(started.pid)
+            await started.wait()
+        raise
     except BaseException:
         os.close(read_fd)
         raise
     output = _CappedText(limit=max_output)
-    transport, protocol = await asyncio.get_running_loop().connect_read_pipe(
-        lambda: _OutputProtocol(output), os.fdopen(read_fd, "rb", buffering=0)
-    )
+    pipe = os.fdopen(read_fd, "rb", buffering=0)
+    try:
+        transport, protocol = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: _OutputProtocol(output), pipe
+        )
+    except BaseException:  # cancelled while the command already runs: kill it too
+        pipe.close()
+        _kill_group(proc.pid)
+        await proc.wait()
+        raise
     try:
         async with asyncio.timeout(limit):
             code = await proc.wait()
