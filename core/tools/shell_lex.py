@@ -73,6 +73,12 @@ _ANSI |= {"t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 _MAX_DEPTH = 32
 
 
+_DOUBLE_ESCAPES = ('"', "\\", "$", "`", "\n")
+"""What a backslash escapes inside double quotes."""
+_HEREDOC_ESCAPES = ("\\", "$", "`", "\n")
+"""What it escapes in an expanding here-document body (not ``"``)."""
+
+
 class _Lexer:
     def __init__(self, text: str, depth: int) -> None:
         if depth > _MAX_DEPTH:
@@ -237,15 +243,21 @@ class _Lexer:
             if c == '"':
                 self.i += 1
                 return parts
-            if c == "\\" and self.peek(1) in ('"', "\\", "$", "`", "\n"):
-                if self.peek(1) != "\n":
-                    parts.append(Part("lit", self.peek(1), quoted=True))
-                self.i += 2
-            elif c in "$`":
-                parts.append(self._dollar(quoted=True))
-            else:
-                parts.append(Part("lit", c, quoted=True))
-                self.i += 1
+            self._quoted_step(parts, _DOUBLE_ESCAPES)
+
+    def _quoted_step(self, parts: list[Part], escapes: tuple[str, ...]) -> None:
+        """Read one piece of text as inside double quotes: ``\\`` escapes only
+        ``escapes`` (a backslash-newline joins lines), ``$`` and backquotes expand."""
+        c = self.peek()
+        if c == "\\" and self.peek(1) in escapes:
+            if self.peek(1) != "\n":
+                parts.append(Part("lit", self.peek(1), quoted=True))
+            self.i += 2
+        elif c in "$`":
+            parts.append(self._dollar(quoted=True))
+        else:
+            parts.append(Part("lit", c, quoted=True))
+            self.i += 1
 
     def _dollar(self, *, quoted: bool) -> Part:
         """``$name``, ``${...}``, ``$(...)``, ``$((...))`` or a backtick substitution."""
@@ -382,16 +394,7 @@ def _expanding(body: str, depth: int) -> tuple[Part, ...]:
     lexer = _Lexer(body, depth + 1)
     parts: list[Part] = []
     while lexer.i < len(body):
-        c = lexer.peek()
-        if c == "\\" and lexer.peek(1) in ("\\", "$", "`", "\n"):
-            if lexer.peek(1) != "\n":
-                parts.append(Part("lit", lexer.peek(1), quoted=True))
-            lexer.i += 2
-        elif c in "$`":
-            parts.append(lexer._dollar(quoted=True))
-        else:
-            parts.append(Part("lit", c, quoted=True))
-            lexer.i += 1
+        lexer._quoted_step(parts, _HEREDOC_ESCAPES)
     return _merged(parts)
 
 
