@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +56,21 @@ class RemoteChannel:
         home: the familiar home (its socket is ``run/channels/<name>.sock``).
         name: the channel's name.
         routes: the path prefixes it serves (``ChannelConfig.http_routes``).
+        process_row: its process's row of the process table (default: read from the
+            table the supervisor writes); the main process of ``processes = "main"``
+            answers from its own `ChannelProcess`.
     """
 
-    def __init__(self, home: Path, name: str, routes: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        home: Path,
+        name: str,
+        routes: tuple[str, ...] = (),
+        *,
+        process_row: Callable[[], Awaitable[dict[str, Any] | None]] | None = None,
+    ) -> None:
         self.name = name
+        self._process_row = process_row or self._table_row
         self.routes = routes
         self._home = home
         self._socket = channel_socket(home, name)
@@ -72,6 +84,11 @@ class RemoteChannel:
     @property
     def running(self) -> bool:
         return self.state == "running"
+
+    @property
+    def seen(self) -> bool:
+        """Whether the channel's process ever answered (it was ready once)."""
+        return self._seen
 
     def mount(self, app: web.Application) -> None:
         """Forward each prefix of ``routes`` (and what is below it) on ``app``."""
@@ -129,9 +146,12 @@ class RemoteChannel:
         except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError):
             await self._down()
 
-    async def _down(self) -> None:
+    async def _table_row(self) -> dict[str, Any] | None:
         table = await read_processes(self._home / RUN_DIR) or []
-        row = next((p for p in table if p.get("name") == self.process), None)
+        return next((p for p in table if p.get("name") == self.process), None)
+
+    async def _down(self) -> None:
+        row = await self._process_row()
         if row is not None and row.get("state") == "starting" and not self._seen:
             self.state, self.error = "starting", None  # not up yet: not a failure
             return

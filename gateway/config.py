@@ -105,13 +105,17 @@ def _loopback(host: str) -> bool:
 
 
 class GatewayConfig(BaseModel):
-    """How the gateway runs: one supervisor of role processes, or a single process.
+    """How the gateway runs: a main process, a supervisor of role processes, or one process.
 
     Attributes:
-        processes: ``multi`` (default): ``familiar gateway`` is a supervisor of the role
-            processes (channels, agent workers, scheduler), so a crashing channel cannot
-            take the agent loop down and turns use every core; ``single``: everything in
-            one process (the smallest footprint, for very small machines).
+        processes: ``main`` (default): one main process runs the agent, the scheduler,
+            the control socket, HTTP and the ``cli`` and ``webhook`` channels; every
+            other enabled channel (Slack, Teams, a plugin's) runs in a child process of
+            its own (``channel:<name>``), restarted when it dies, so a crashing channel
+            SDK cannot take the agent down. With no such channel enabled it is one
+            process. ``multi``: ``familiar gateway`` is a supervisor of role processes
+            (channels, ``agent_workers`` agent workers, scheduler), so turns use every
+            core. ``single``: everything in one process, no children at all.
         agent_workers: agent processes in ``multi`` mode; ``auto`` = the number of CPU
             cores (at least 1).
         restart_backoff_max: the longest wait, in seconds, before restarting a child
@@ -122,16 +126,18 @@ class GatewayConfig(BaseModel):
             as healthy again.
         child_stop_timeout: seconds a child gets to stop after SIGTERM (beyond
             ``agent.shutdown_grace``) before it is killed.
-        channel_processes: ``one`` (default): every channel runs in the ``channels``
-            process; ``per-channel``: each enabled channel but ``cli`` runs in a process
-            of its own (``channel:<name>``), so a crashing channel leaves the others
-            answering; the ``channels`` process keeps the control socket and the HTTP
-            port and forwards each channel's routes to it. Needs ``processes = "multi"``.
+        channel_processes: ``one`` (default): in ``multi``, every channel runs in the
+            ``channels`` process (in ``main``, those with an SDK of their own still run
+            in theirs); ``per-channel``: each enabled channel but ``cli`` runs in a
+            process of its own (``channel:<name>``), so a crashing channel leaves the
+            others answering; the front (the ``channels`` or the main process) keeps
+            the control socket and the HTTP port and forwards each channel's routes to
+            it. Needs ``processes`` ``main`` or ``multi``.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    processes: Literal["multi", "single"] = "multi"
+    processes: Literal["main", "multi", "single"] = "main"
     agent_workers: int | Literal["auto"] = "auto"
     restart_backoff_max: float = Field(default=30.0, ge=0.5, le=3600.0)
     crash_loop_restarts: int = Field(default=5, ge=2)
@@ -145,7 +151,7 @@ class GatewayConfig(BaseModel):
             raise ValueError("agent_workers must be auto or between 1 and 256")
         if self.channel_processes == "per-channel" and self.processes == "single":
             raise ValueError(
-                'channel_processes = "per-channel" needs processes = "multi" '
+                'channel_processes = "per-channel" needs processes = "main" or "multi" '
                 "(a single process cannot give each channel a process of its own)"
             )
         return self

@@ -43,7 +43,7 @@ import struct
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -61,12 +61,10 @@ from gateway.process_table import (
     PARENT_FD_ENV,
     STORE_LOST_FIELD,
     SUPERVISED_ENV,
-    ProcessInfo,
-    ProcessState,
-    process_name,
     write_processes,
 )
-from gateway.reaper import ChildProcess, ChildReaper, become_subreaper
+from gateway.reaper import ChildReaper, become_subreaper
+from gateway.role_children import RoleChild, first_of, role_children
 from gateway.stop_order import stop_in_order
 from gateway.systemd import sd_notify, watchdog_interval
 from gateway.zygote import Zygote, ZygoteGone
@@ -85,12 +83,15 @@ _READY_TIMEOUT = 120.0
 _CREDS = struct.Struct("3i")
 
 
-def supervise_or_none(home: Path) -> int | LoadedHome:
+def supervise_or_none(home: Path, role_main: Callable[..., None]) -> int | LoadedHome:
     """Run the supervisor until stopped when the config says ``multi``.
 
+    ``role_main``: what a forked role runs (``gateway.daemon.main``, called with its
+    argv and ``loaded=``); passed in, so that this module does not import the daemon.
+
     Returns:
-        The exit status; or, when ``gateway.processes = "single"``, the home as read here
-        (the caller runs everything in this process, with it).
+        The exit status; or, when ``gateway.processes`` is ``main`` or ``single``, the
+        home as read here (the caller runs the gateway in this process, with it).
     """
     home = home.expanduser().absolute()
     setup_logging(LogConfig())
@@ -100,63 +101,19 @@ def supervise_or_none(home: Path) -> int | LoadedHome:
     except (ConfigError, OSError) as exc:
         return unusable_home(home, exc)
     config = loaded.config
-    if config.gateway.processes == "single":
+    if config.gateway.processes != "multi":
         return loaded
     setup_logging(config.log)
     supervisor = Supervisor(home, config)
     if become_subreaper():
-        # Imported before the fork, so the zygote and every role share these pages.
-        from gateway.daemon import main as role_main
-
+        # The daemon is imported before the fork (by the caller of role_main), so the
+        # zygote and every role share those pages.
         if sqlite_path(store_url(home, config)) is not None:
             warm_up()  # the roles' store code runs once here, so they share what it writes
         supervisor.zygote = Zygote.fork(
             partial(role_main, loaded=loaded), close_fds=(supervisor.parent_w,)
         )
     return asyncio.run(supervisor.run())
-
-
-@dataclass(eq=False)
-class _Child:
-    """One supervised role process and its restart history."""
-
-    role: str
-    name: str
-    """``channels``, ``scheduler``, ``agent-1``, ``channel:slack``..."""
-    channel: str | None = None
-    """The one channel it runs (``channel_processes = "per-channel"``)."""
-    proc: ChildProcess | None = None
-    state: ProcessState = "starting"
-    ready: bool = False
-    restarts: int = 0
-    quick_deaths: int = 0
-    """Deaths in a row, each within ``crash_loop_window`` of the start."""
-    started_at: float | None = None
-    started_mono: float = 0.0
-    last_ping: float = 0.0
-    error: str | None = None
-    lost: str | None = None
-    """Why it said the store is lost (`STORE_LOST_FIELD`), before it exited."""
-    became_ready: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None and self.proc.returncode is None else None
-
-    @property
-    def healthy(self) -> bool:
-        return self.ready and self.state == "running"
-
-    def info(self) -> ProcessInfo:
-        return ProcessInfo(
-            role=self.role,
-            name=self.name,
-            pid=self.pid,
-            state=self.state,
-            restarts=self.restarts,
-            started_at=self.started_at,
-            error=self.error,
-        )
 
 
 class Supervisor:
@@ -173,7 +130,7 @@ class Supervisor:
         self.config = config
         self.python = python
         self.run_dir = home / RUN_DIR
-        self.children = _children(config)
+        self.children = role_children(config)
         self.stopping, self.exit_code, self.started_at = False, 0, time.time()
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
@@ -227,7 +184,7 @@ class Supervisor:
         # The channels role opens the store first, and takes messages in.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_READY_TIMEOUT):
-                await _first(channels.became_ready.wait(), self._stop.wait())
+                await first_of(channels.became_ready.wait(), self._stop.wait())
         if not self._stop.is_set():
             for child in others:
                 self._tasks.append(
@@ -280,7 +237,7 @@ class Supervisor:
         proc = self.reaper.watch(pid)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_READY_TIMEOUT):
-                await _first(proc.wait(), self._stop.wait())
+                await first_of(proc.wait(), self._stop.wait())
         if proc.returncode is None:  # stopping, or it hangs
             log.warning("stopping the store's migration pid=%d", pid)
             with contextlib.suppress(ProcessLookupError):
@@ -311,7 +268,7 @@ class Supervisor:
 
     # -- one child -------------------------------------------------------------------------
 
-    async def _keep(self, child: _Child) -> None:
+    async def _keep(self, child: RoleChild) -> None:
         """Run ``child``; restart it whenever it dies, with backoff, until stopping."""
         gw = self.config.gateway
         while not self.stopping:
@@ -355,7 +312,7 @@ class Supervisor:
                     await self._stop.wait()
             child.restarts += 1
 
-    async def _spawn(self, child: _Child) -> None:
+    async def _spawn(self, child: RoleChild) -> None:
         if child.state != "crash-loop":
             child.state = "starting"
         child.ready = False
@@ -428,7 +385,7 @@ class Supervisor:
             if child is not None:
                 self._heard(child, data.decode(errors="replace"))
 
-    def _heard(self, child: _Child, message: str) -> None:
+    def _heard(self, child: RoleChild, message: str) -> None:
         child.last_ping = time.monotonic()
         fields = dict(line.partition("=")[::2] for line in message.split("\n") if "=" in line)
         if fields.get("READY") == "1" and not child.ready:
@@ -504,25 +461,3 @@ class Supervisor:
             ):
                 sd_notify("WATCHDOG=1")
                 last_ping = now
-
-
-def _children(config: FamiliarConfig) -> list[_Child]:
-    """The processes to run: ``channels`` first (it opens the store), ``channel:<name>``
-    per enabled channel but cli with ``per-channel``, ``scheduler``, ``agent-N``."""
-    gw = config.gateway
-    own = [name for name in config.channels.enabled() if name != "cli"] if gw.per_channel else []
-    return [
-        _Child("channels", "channels"),
-        *(_Child("channels", process_name(name), channel=name) for name in own),
-        _Child("scheduler", "scheduler"),
-        *(_Child("agent", f"agent-{i}") for i in range(1, gw.worker_count() + 1)),
-    ]
-
-
-async def _first(*waits: object) -> None:
-    tasks = [asyncio.ensure_future(w) for w in waits]  # type: ignore[call-overload]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()

@@ -54,12 +54,15 @@ def home() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def write_config(home: Path, base_url: str, *, workers: int = 2, extra: str = "") -> None:
+def write_config(
+    home: Path, base_url: str, *, workers: int = 2, extra: str = "", processes: str = "multi"
+) -> None:
     (home / "config.toml").write_text(
         f'[provider]\nkind = "openai"\nbase_url = "{base_url}"\nmodel = "fake-model"\n'
         'api_key = "sk-test"\n\n[http]\nport = 0\n\n'
         "[agent]\nshutdown_grace = 5\nlease_seconds = 60\n\n"
-        f"[gateway]\nagent_workers = {workers}\nrestart_backoff_max = 2\n{extra}"
+        f'[gateway]\nprocesses = "{processes}"\nagent_workers = {workers}\n'
+        f"restart_backoff_max = 2\n{extra}"
     )
 
 
@@ -105,6 +108,10 @@ class Gateway(ControlSocket):
             return self.all_running() and await self._answers()
 
         await eventually(ready, timeout=TIMEOUT, interval=0.2, what="every role running")
+
+    async def answering(self) -> bool:
+        """Whether the control socket answers ``/v1/status``."""
+        return await self._answers()
 
     async def _answers(self) -> bool:
         try:

@@ -77,7 +77,7 @@ async def test_the_status_pid_is_the_supervisors_and_kill_stops_every_process(
 
 async def test_in_single_mode_the_status_pid_is_the_gateways_own(home: Path) -> None:
     async with fake_openai() as url:
-        write_config(home, url, extra='processes = "single"\n')
+        write_config(home, url, processes="single")
         async with running(home) as gw:
             assert gw.proc is not None
             await eventually(lambda: _serving(gw), timeout=TIMEOUT, what="the gateway serving")

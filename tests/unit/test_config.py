@@ -52,7 +52,7 @@ def test_file_then_env_then_overrides(tmp_path: Path, monkeypatch: pytest.Monkey
         (
             '[gateway]\nprocesses = "single"\nchannel_processes = "per-channel"\n',
             "gateway",
-            'needs processes = "multi"',
+            'needs processes = "main" or "multi"',
         ),
     ],
 )

@@ -89,7 +89,7 @@ def test_named_tables_limits_and_long_defaults_are_rendered() -> None:
     text = _builtin_reference()
     assert "#### `[channels.webhook.hooks.<name>]`" in text
     assert "### `[mcp.servers.<name>]`" in text
-    assert '| `processes` | `"multi"` or `"single"` | `\'multi\'` |' in text
+    assert '| `processes` | `"main"` or `"multi"` or `"single"` | `\'main\'` |' in text
     assert "| `port` | integer (≥ 0, ≤ 65535) | `8787` |" in text
     assert "Default of `danger_patterns`:" in text
 

@@ -1,0 +1,200 @@
+"""Idle footprint and start-to-ready of the gateway's process modes, beside nanobot.
+
+Run: ``PYTHONPATH=. .venv/bin/python -m tests.bench.bench_footprint`` (options:
+``--modes main multi single``, ``--repeat 3``, ``--nanobot PATH`` to the ``nanobot``
+command of a separate virtualenv, ``--idle 5``).
+
+For each run, against the fake OpenAI-compatible server (its own process, on loopback):
+
+- **start to ready**: from just before the process is spawned to its ready signal: the
+  ``READY=1`` familiar sends to ``$NOTIFY_SOCKET`` (a datagram socket this harness
+  binds, as systemd would; the supervisor of ``multi`` sends it once every role is
+  ready), or, for nanobot, which has no ready signal, its gateway port accepting a
+  connection (polled every 5 ms).
+- **idle memory**: ``--idle`` seconds after ready, PSS and RSS summed over the whole
+  process tree (``/proc/PID/smaps_rollup`` of the process and everything below it).
+- **idle CPU**: the tree's CPU time over those idle seconds, as a percentage of a core.
+
+It prints each run (with the number of processes in the tree) and the median and
+range per mode; a run that does not become ready fails the bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.bench.bench_processes import _cpu_s, _memory_mib, _start_fake, _tree
+from tests.daemon_env import daemon_env
+
+ROOT = Path(__file__).resolve().parents[2]
+_READY_TIMEOUT = 60.0
+
+
+def _familiar_config(home: Path, base_url: str, mode: str) -> None:
+    gateway = f'[gateway]\nprocesses = "{mode}"\n' if mode != "default" else ""
+    (home / "config.toml").write_text(
+        f'[provider]\nkind = "openai"\nbase_url = "{base_url}"\n'
+        'model = "fake-model"\napi_key = "sk-test"\n\n[http]\nport = 0\n\n' + gateway
+    )
+
+
+def _nanobot_config(home: Path, nanobot: str, base_url: str, port: int) -> None:
+    env = {**os.environ, "HOME": str(home)}
+    subprocess.run([nanobot, "onboard"], env=env, stdin=subprocess.DEVNULL,
+                   capture_output=True, check=True, timeout=120)  # fmt: skip
+    path = home / ".nanobot" / "config.json"
+    config = json.loads(path.read_text())
+    config["providers"]["custom"].update({"apiBase": base_url, "apiKey": "sk-test"})
+    config["agents"]["defaults"].update({"provider": "custom", "model": "fake-model"})
+    config["gateway"].update({"host": "127.0.0.1", "port": port})
+    for channel in config["channels"].values():
+        if isinstance(channel, dict) and "host" in channel:
+            channel["host"] = "127.0.0.1"  # loopback only
+    path.write_text(json.dumps(config))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _wait_notify(sock: socket.socket, proc: subprocess.Popen[bytes]) -> None:
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(_READY_TIMEOUT):
+        while True:
+            assert proc.poll() is None, f"exited {proc.returncode} before ready"
+            try:
+                data = await asyncio.wait_for(loop.sock_recv(sock, 4096), 0.5)
+            except TimeoutError:
+                continue
+            if b"READY=1" in data.split(b"\n"):
+                return
+
+
+async def _wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
+    async with asyncio.timeout(_READY_TIMEOUT):
+        while True:
+            assert proc.poll() is None, f"exited {proc.returncode} before ready"
+            try:
+                _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.005)
+                continue
+            writer.close()
+            return
+
+
+def _tree_cpu(pids: list[int]) -> float:
+    return sum(_cpu_s(pid) for pid in pids)
+
+
+async def one_run(
+    kind: str, mode: str, base_url: str, nanobot: str | None, idle: float
+) -> dict[str, Any]:
+    home = Path(tempfile.mkdtemp(prefix="fam-fp-", dir="/tmp"))
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.setblocking(False)
+    notify.bind(str(home / "notify.sock"))
+    log = (home / "out.log").open("ab")
+    try:
+        if kind == "nanobot":
+            assert nanobot is not None
+            port = _free_port()
+            _nanobot_config(home, nanobot, base_url, port)
+            argv = [nanobot, "gateway", "--foreground"]
+            env = {**os.environ, "HOME": str(home)}
+        else:
+            _familiar_config(home, base_url, mode)
+            argv = [sys.executable, "-m", "gateway.daemon", "--home", str(home)]
+            env = daemon_env(NOTIFY_SOCKET=str(home / "notify.sock"))
+        started = time.perf_counter()
+        proc = subprocess.Popen(  # noqa: ASYNC220 - the clock starts right before the spawn
+            argv, cwd=home if kind == "nanobot" else ROOT, env=env,
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            if kind == "nanobot":
+                await _wait_port(port, proc)
+            else:
+                await _wait_notify(notify, proc)
+            ready = time.perf_counter() - started
+            pids = _tree(proc.pid)
+            cpu0, t0 = _tree_cpu(pids), time.monotonic()
+            await asyncio.sleep(idle)  # idle: nothing is sent
+            pids = _tree(proc.pid)
+            cpu = (_tree_cpu(pids) - cpu0) / (time.monotonic() - t0)
+            mem = [_memory_mib(pid) for pid in pids]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return {
+            "what": "nanobot" if kind == "nanobot" else f"familiar {mode}",
+            "processes": len(pids),
+            "pss_mib": round(sum(m["pss"] for m in mem), 1),
+            "rss_mib": round(sum(m["rss"] for m in mem), 1),
+            "ready_s": round(ready, 3),
+            "idle_cpu_pct": round(100 * cpu, 2),
+        }
+    finally:
+        log.close()
+        notify.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+async def _main(args: argparse.Namespace) -> None:
+    fake, base_url = _start_fake(200)
+    runs: list[dict[str, Any]] = []
+    plan = [("familiar", mode) for mode in args.modes]
+    if args.nanobot:
+        plan.insert(0, ("nanobot", ""))
+    try:
+        for _ in range(args.repeat):  # interleaved, so drift hits every mode alike
+            for kind, mode in plan:
+                row = await one_run(kind, mode, base_url, args.nanobot, args.idle)
+                print(json.dumps(row), flush=True)
+                runs.append(row)
+    finally:
+        fake.terminate()
+        fake.wait()
+    print("\nmedians:")
+    for what in dict.fromkeys(r["what"] for r in runs):
+        mine = [r for r in runs if r["what"] == what]
+        med = {
+            k: round(statistics.median(r[k] for r in mine), 3)
+            for k in ("pss_mib", "rss_mib", "ready_s", "idle_cpu_pct")
+        }
+        spread = {k: [min(r[k] for r in mine), max(r[k] for r in mine)] for k in med}
+        procs = sorted({r["processes"] for r in mine})
+        print(json.dumps({"what": what, "runs": len(mine), "processes": procs, **med,
+                          "range": spread}))  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--modes", nargs="*", default=["default", "single", "multi"])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--idle", type=float, default=5.0)
+    parser.add_argument("--nanobot", default=shutil.which("nanobot"))
+    asyncio.run(_main(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

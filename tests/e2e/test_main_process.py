@@ -1,0 +1,119 @@
+"""``gateway.processes = "main"`` (the default) for real: the agent in the main process, a
+channel in a child process of its own, kill -9 of that child, its restart, and the
+graceful stop.
+
+Spawns ``python -m gateway.daemon --home H`` with the webhook channel in its own process
+(``channel_processes = "per-channel"``; with the default ``one``, only channels with an
+SDK of their own, Slack and Teams, get one), and talks to it like a client would: signed
+webhook requests to the HTTP port, ``familiar send`` and ``familiar status --json``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_channel_processes import PER_CHANNEL, _cli, _webhook
+from tests.e2e.test_daemon_process import fake_openai
+from tests.e2e.test_processes import TIMEOUT, Gateway, home, running, write_config
+from tests.waiting import eventually
+
+__all__ = ["home"]  # the fixture
+
+pytestmark = pytest.mark.slow
+
+WEBHOOK = '\n[channels.webhook]\nenabled = true\n\n[channels.webhook.hooks.ci]\nsecret = "s"\n'
+
+
+async def _processes(gw: Gateway) -> dict[str, dict[str, Any]]:
+    status = await gw.get("/v1/status")
+    return {p["name"]: p for p in status["processes"]}
+
+
+async def _webhook_channel(gw: Gateway) -> dict[str, Any]:
+    status = await gw.get("/v1/status")
+    return next(c for c in status["channels"] if c["name"] == "webhook")
+
+
+async def test_a_killed_channel_process_leaves_the_agent_answering_and_comes_back(
+    home: Path,
+) -> None:
+    async with fake_openai() as url:
+        write_config(home, url, processes="main", extra=PER_CHANNEL)
+        async with running(home) as gw:
+
+            async def up() -> bool:
+                assert gw.alive, gw.logs()
+                try:
+                    found = await _webhook_channel(gw)
+                except (OSError, AssertionError):
+                    return False
+                return bool(found["state"] == "running")
+
+            await eventually(up, timeout=TIMEOUT, interval=0.1, what="webhook up")
+            assert not (home / "run" / "processes.json").exists()  # no supervisor
+            table = await _processes(gw)
+            assert sorted(table) == ["channel:webhook", "main"], table
+            assert gw.proc is not None and table["main"]["pid"] == gw.proc.pid
+            assert table["channel:webhook"]["state"] == "running"
+            base = f"http://{(await gw.get('/v1/status'))['http']}"
+            code, answer = await _webhook(base, "through the front")
+            assert (code, answer["reply"]) == (200, "echo: through the front"), answer
+
+            victim = table["channel:webhook"]["pid"]
+            os.kill(victim, signal.SIGKILL)
+            code, answer = await _webhook(base, "while it is down")
+            assert (code, answer) == (503, {"error": "channel webhook is restarting"})
+
+            async def why() -> bool:
+                error = (await _webhook_channel(gw))["error"] or ""
+                return error == "process down (killed by SIGKILL)"
+
+            await eventually(why, timeout=TIMEOUT, interval=0.1, what="the reason")
+            # The agent, in the main process, keeps answering meanwhile.
+            sent = await _cli(home, "send", "the agent still works")
+            assert sent.returncode == 0, sent.stderr + gw.logs()
+            assert "echo: the agent still works" in sent.stdout
+
+            async def back() -> bool:
+                row = (await _processes(gw))["channel:webhook"]
+                return bool(
+                    row["pid"] not in (None, victim)
+                    and row["state"] == "running"
+                    and row["restarts"] == 1
+                )
+
+            await eventually(back, timeout=TIMEOUT, interval=0.1, what="the channel restarted")
+            await eventually(up, timeout=TIMEOUT, interval=0.1, what="webhook up again")
+            code, answer = await _webhook(base, "after the restart")
+            assert (code, answer["reply"]) == (200, "echo: after the restart"), answer
+            child = (await _processes(gw))["channel:webhook"]["pid"]
+            assert await gw.stop() == 0
+            # The child was stopped with the gateway, not left behind.
+            with pytest.raises(ProcessLookupError):
+                os.kill(child, 0)
+
+
+async def test_by_default_one_process_runs_the_agent_and_the_in_process_channels(
+    home: Path,
+) -> None:
+    async with fake_openai() as url:
+        write_config(
+            home,
+            url,
+            processes="main",
+            extra=WEBHOOK,
+        )
+        async with running(home) as gw:
+            await eventually(gw.answering, timeout=TIMEOUT, interval=0.1, what="control socket")
+            table = await _processes(gw)
+            assert list(table) == ["main"], table
+            assert table["main"]["role"] == "main"
+            sent = await _cli(home, "send", "hello")
+            assert sent.returncode == 0, sent.stderr + gw.logs()
+            assert "echo: hello" in sent.stdout
+            assert await gw.stop() == 0
