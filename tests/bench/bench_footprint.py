@@ -1,12 +1,15 @@
 """Idle footprint and start-to-ready of the gateway's process modes, beside nanobot.
 
 Run: ``PYTHONPATH=. .venv/bin/python -m tests.bench.bench_footprint`` (options:
-``--modes main multi single``, ``--repeat 3``, ``--nanobot PATH`` to the ``nanobot``
-command of a separate virtualenv, ``--idle 5``).
+``--modes default single multi``, ``--repeat 3``, ``--nanobot PATH`` to the ``nanobot``
+command of a separate virtualenv, ``--idle 5``, ``--base CHECKOUT --base-modes
+default`` to run another checkout's gateway, e.g. the main branch, in the same sitting).
 
 For each run, against the fake OpenAI-compatible server (its own process, on loopback):
 
-- **start to ready**: from just before the process is spawned to its ready signal: the
+- **start to ready**: from just before the process is spawned to its ready signal (on a
+  new home, ``first_ready_s``: familiar then creates its database; and again on the same
+  home, ``ready_s``, the everyday start, where the memory is measured): the
   ``READY=1`` familiar sends to ``$NOTIFY_SOCKET`` (a datagram socket this harness
   binds, as systemd would; the supervisor of ``multi`` sends it once every role is
   ready), or, for nanobot, which has no ready signal, its gateway port accepting a
@@ -98,12 +101,58 @@ async def _wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
             return
 
 
+def _label(root: Path) -> str:
+    return "" if root == ROOT else f" ({root.name})"
+
+
 def _tree_cpu(pids: list[int]) -> float:
     return sum(_cpu_s(pid) for pid in pids)
 
 
+async def _start_to_ready(
+    kind: str,
+    argv: list[str],
+    home: Path,
+    root: Path,
+    env: dict[str, str],
+    port: int,
+    notify: socket.socket,
+    log: Any,
+    *,
+    idle: float | None,
+) -> tuple[float, list[int], float, list[dict[str, float]]]:
+    """Spawn, wait for ready; with ``idle``, measure the idle tree; stop. Returns the
+    start-to-ready seconds, the tree's pids, its idle CPU (cores) and memory."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(  # noqa: ASYNC220 - the clock starts right before the spawn
+        argv, cwd=home if kind == "nanobot" else root, env=env,
+        stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        if kind == "nanobot":
+            await _wait_port(port, proc)
+        else:
+            await _wait_notify(notify, proc)
+        ready = time.perf_counter() - started
+        if idle is None:
+            return ready, [proc.pid], 0.0, []
+        pids = _tree(proc.pid)
+        cpu0, t0 = _tree_cpu(pids), time.monotonic()
+        await asyncio.sleep(idle)  # idle: nothing is sent
+        pids = _tree(proc.pid)
+        cpu = (_tree_cpu(pids) - cpu0) / (time.monotonic() - t0)
+        return ready, pids, cpu, [_memory_mib(pid) for pid in pids]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 async def one_run(
-    kind: str, mode: str, base_url: str, nanobot: str | None, idle: float
+    kind: str, mode: str, base_url: str, nanobot: str | None, idle: float, root: Path = ROOT
 ) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="fam-fp-", dir="/tmp"))
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -118,38 +167,19 @@ async def one_run(
             argv = [nanobot, "gateway", "--foreground"]
             env = {**os.environ, "HOME": str(home)}
         else:
+            port = 0
             _familiar_config(home, base_url, mode)
             argv = [sys.executable, "-m", "gateway.daemon", "--home", str(home)]
-            env = daemon_env(NOTIFY_SOCKET=str(home / "notify.sock"))
-        started = time.perf_counter()
-        proc = subprocess.Popen(  # noqa: ASYNC220 - the clock starts right before the spawn
-            argv, cwd=home if kind == "nanobot" else ROOT, env=env,
-            stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            if kind == "nanobot":
-                await _wait_port(port, proc)
-            else:
-                await _wait_notify(notify, proc)
-            ready = time.perf_counter() - started
-            pids = _tree(proc.pid)
-            cpu0, t0 = _tree_cpu(pids), time.monotonic()
-            await asyncio.sleep(idle)  # idle: nothing is sent
-            pids = _tree(proc.pid)
-            cpu = (_tree_cpu(pids) - cpu0) / (time.monotonic() - t0)
-            mem = [_memory_mib(pid) for pid in pids]
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            env = daemon_env(NOTIFY_SOCKET=str(home / "notify.sock"), PYTHONPATH=str(root))
+        first = await _start_to_ready(kind, argv, home, root, env, port, notify, log, idle=None)
+        again = await _start_to_ready(kind, argv, home, root, env, port, notify, log, idle=idle)
+        ready, pids, cpu, mem = again
         return {
-            "what": "nanobot" if kind == "nanobot" else f"familiar {mode}",
+            "what": "nanobot" if kind == "nanobot" else f"familiar {mode}{_label(root)}",
             "processes": len(pids),
             "pss_mib": round(sum(m["pss"] for m in mem), 1),
             "rss_mib": round(sum(m["rss"] for m in mem), 1),
+            "first_ready_s": round(first[0], 3),
             "ready_s": round(ready, 3),
             "idle_cpu_pct": round(100 * cpu, 2),
         }
@@ -162,13 +192,15 @@ async def one_run(
 async def _main(args: argparse.Namespace) -> None:
     fake, base_url = _start_fake(200)
     runs: list[dict[str, Any]] = []
-    plan = [("familiar", mode) for mode in args.modes]
+    plan = [("familiar", mode, ROOT) for mode in args.modes]
+    if args.base is not None:  # another checkout, e.g. the main branch
+        plan[:0] = [("familiar", mode, args.base.resolve()) for mode in args.base_modes]
     if args.nanobot:
-        plan.insert(0, ("nanobot", ""))
+        plan.insert(0, ("nanobot", "", ROOT))
     try:
         for _ in range(args.repeat):  # interleaved, so drift hits every mode alike
-            for kind, mode in plan:
-                row = await one_run(kind, mode, base_url, args.nanobot, args.idle)
+            for kind, mode, root in plan:
+                row = await one_run(kind, mode, base_url, args.nanobot, args.idle, root)
                 print(json.dumps(row), flush=True)
                 runs.append(row)
     finally:
@@ -179,7 +211,7 @@ async def _main(args: argparse.Namespace) -> None:
         mine = [r for r in runs if r["what"] == what]
         med = {
             k: round(statistics.median(r[k] for r in mine), 3)
-            for k in ("pss_mib", "rss_mib", "ready_s", "idle_cpu_pct")
+            for k in ("pss_mib", "rss_mib", "first_ready_s", "ready_s", "idle_cpu_pct")
         }
         spread = {k: [min(r[k] for r in mine), max(r[k] for r in mine)] for k in med}
         procs = sorted({r["processes"] for r in mine})
@@ -193,6 +225,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--idle", type=float, default=5.0)
     parser.add_argument("--nanobot", default=shutil.which("nanobot"))
+    parser.add_argument("--base", type=Path, default=None, help="another checkout to compare")
+    parser.add_argument("--base-modes", nargs="*", default=["default"])
     asyncio.run(_main(parser.parse_args()))
 
 

@@ -1,12 +1,13 @@
 """The multi-process gateway: scale-out by agent workers, idle memory, wake-up latency.
 
 Run: ``PYTHONPATH=. .venv/bin/python -m tests.bench.bench_processes`` (defaults: 1000
-sessions x 1 message, 1, 2 and 4 agent workers, SQLite and PostgreSQL when reachable;
+sessions x 1 message; main, single, and 1, 2 and 4 agent workers; SQLite and PostgreSQL
+when reachable;
 ``--sessions 50 --workers 1 --backends sqlite --pings 100`` is a quick run).
 
-- **throughput**: a spawned supervisor (``python -m gateway.daemon --home H``,
-  ``gateway.processes = "multi"``) with W agent workers (W = 0: the single-process
-  mode, for comparison), against the fake
+- **throughput**: a spawned gateway (``python -m gateway.daemon --home H``): the
+  supervisor (``gateway.processes = "multi"``) with W agent workers, or the ``main``
+  (the default) or ``single`` mode, for comparison, against the fake
   OpenAI-compatible server (a separate process, ``--latency-ms`` per call, 200 by
   default). N senders, one ``cli:`` session each, send one message each through the
   control socket (``ControlClient``, no streaming) at once; the wall time runs from
@@ -258,12 +259,13 @@ async def _fake_requests(base_url: str) -> int:
 
 
 async def throughput(
-    *, base_url: str, fake_pid: int, backend: str, store: str, workers: int, sessions: int
+    *, base_url: str, fake_pid: int, backend: str, store: str, workers: str, sessions: int
 ) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="fam-bp-", dir="/tmp"))
     try:
-        mode = "single" if workers == 0 else "multi"
-        _write_config(home, base_url, processes=mode, workers=max(workers, 1), store=store)
+        mode = workers if workers in ("main", "single") else "multi"
+        count = int(workers) if mode == "multi" else 1
+        _write_config(home, base_url, processes=mode, workers=count, store=store)
         gateway = _Gateway(home)
         try:
             ready = await gateway.wait_ready(multi=mode == "multi")
@@ -293,7 +295,7 @@ async def throughput(
         latencies = sorted(r["t1"] - t0 for r in results)
         return {
             "backend": backend,
-            "workers": workers or "single",
+            "workers": workers,
             "sessions": sessions,
             "replies": len(results) - len(wrong),
             "llm_calls": served,
@@ -329,7 +331,7 @@ async def idle_rss(*, base_url: str, processes: str, workers: int) -> dict[str, 
             gateway.stop()
         roles = _role_ready_s(log)
         return {
-            "mode": processes if processes == "single" else f"multi, {workers} agent worker(s)",
+            "mode": processes if processes != "multi" else f"multi, {workers} agent worker(s)",
             "processes": len(per),
             "pss_total_mib": round(sum(m["pss"] for m in per.values()), 1),
             "rss_total_mib": round(sum(m["rss"] for m in per.values()), 1),
@@ -430,7 +432,7 @@ async def _with_pg(run: Callable[[str], Any]) -> Any:
 
 
 async def _throughput_row(
-    args: argparse.Namespace, fake: subprocess.Popen[str], base_url: str, backend: str, workers: int
+    args: argparse.Namespace, fake: subprocess.Popen[str], base_url: str, backend: str, workers: str
 ) -> dict[str, Any] | None:
     def run(store: str) -> Any:
         return throughput(
@@ -458,7 +460,10 @@ async def _main(args: argparse.Namespace) -> None:
                     rows.append(pg)
             _print("cross-process wake-up latency (one way)", rows)
         if "rss" in args.parts:
-            rows = [await idle_rss(base_url=base_url, processes="single", workers=1)]
+            rows = [
+                await idle_rss(base_url=base_url, processes=mode, workers=1)
+                for mode in ("main", "single")
+            ]
             for workers in (1, 2):
                 rows.append(await idle_rss(base_url=base_url, processes="multi", workers=workers))
             _print("idle memory of the process tree (MiB; PSS counts a shared page once)", rows)
@@ -479,8 +484,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument(
-        "--workers", type=int, nargs="+", default=[0, 1, 2, 4],
-        help="agent workers per run; 0 = the single-process mode (the baseline)",
+        "--workers", nargs="+", default=["main", "single", "1", "2", "4"],
+        help="agent workers of a multi run (a number), or the mode main or single",
     )  # fmt: skip
     parser.add_argument(
         "--backends", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"]
