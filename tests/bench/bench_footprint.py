@@ -14,6 +14,9 @@ For each run, against the fake OpenAI-compatible server (its own process, on loo
   binds, as systemd would; the supervisor of ``multi`` sends it once every role is
   ready), or, for nanobot, which has no ready signal, its gateway port accepting a
   connection (polled every 5 ms).
+- **CPU to ready**: the CPU seconds (user + system) the process tree spent from its
+  start to ready, read at ready: unlike the wall time it hardly changes when other
+  work shares the cores (the tree of a ``multi`` gateway: its processes alive then).
 - **idle memory**: ``--idle`` seconds after ready, PSS and RSS summed over the whole
   process tree (``/proc/PID/smaps_rollup`` of the process and everything below it).
 - **idle CPU**: the tree's CPU time over those idle seconds, as a percentage of a core.
@@ -44,6 +47,7 @@ from tests.daemon_env import daemon_env
 
 ROOT = Path(__file__).resolve().parents[2]
 _READY_TIMEOUT = 60.0
+_FIGURES = ("pss_mib", "rss_mib", "first_ready_s", "ready_s", "cpu_to_ready_s", "idle_cpu_pct")
 
 
 def _familiar_config(home: Path, base_url: str, mode: str) -> None:
@@ -120,9 +124,10 @@ async def _start_to_ready(
     log: Any,
     *,
     idle: float | None,
-) -> tuple[float, list[int], float, list[dict[str, float]]]:
+) -> tuple[float, float, list[int], float, list[dict[str, float]]]:
     """Spawn, wait for ready; with ``idle``, measure the idle tree; stop. Returns the
-    start-to-ready seconds, the tree's pids, its idle CPU (cores) and memory."""
+    start-to-ready seconds, the CPU seconds the tree spent until ready, the tree's pids,
+    its idle CPU (cores) and memory."""
     started = time.perf_counter()
     proc = subprocess.Popen(  # noqa: ASYNC220 - the clock starts right before the spawn
         argv, cwd=home if kind == "nanobot" else root, env=env,
@@ -134,14 +139,15 @@ async def _start_to_ready(
         else:
             await _wait_notify(notify, proc)
         ready = time.perf_counter() - started
-        if idle is None:
-            return ready, [proc.pid], 0.0, []
         pids = _tree(proc.pid)
+        cpu_to_ready = _tree_cpu(pids)
+        if idle is None:
+            return ready, cpu_to_ready, pids, 0.0, []
         cpu0, t0 = _tree_cpu(pids), time.monotonic()
         await asyncio.sleep(idle)  # idle: nothing is sent
         pids = _tree(proc.pid)
         cpu = (_tree_cpu(pids) - cpu0) / (time.monotonic() - t0)
-        return ready, pids, cpu, [_memory_mib(pid) for pid in pids]
+        return ready, cpu_to_ready, pids, cpu, [_memory_mib(pid) for pid in pids]
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -173,7 +179,7 @@ async def one_run(
             env = daemon_env(NOTIFY_SOCKET=str(home / "notify.sock"), PYTHONPATH=str(root))
         first = await _start_to_ready(kind, argv, home, root, env, port, notify, log, idle=None)
         again = await _start_to_ready(kind, argv, home, root, env, port, notify, log, idle=idle)
-        ready, pids, cpu, mem = again
+        ready, cpu_to_ready, pids, cpu, mem = again
         return {
             "what": "nanobot" if kind == "nanobot" else f"familiar {mode}{_label(root)}",
             "processes": len(pids),
@@ -181,6 +187,7 @@ async def one_run(
             "rss_mib": round(sum(m["rss"] for m in mem), 1),
             "first_ready_s": round(first[0], 3),
             "ready_s": round(ready, 3),
+            "cpu_to_ready_s": round(cpu_to_ready, 3),
             "idle_cpu_pct": round(100 * cpu, 2),
         }
     finally:
@@ -209,10 +216,7 @@ async def _main(args: argparse.Namespace) -> None:
     print("\nmedians:")
     for what in dict.fromkeys(r["what"] for r in runs):
         mine = [r for r in runs if r["what"] == what]
-        med = {
-            k: round(statistics.median(r[k] for r in mine), 3)
-            for k in ("pss_mib", "rss_mib", "first_ready_s", "ready_s", "idle_cpu_pct")
-        }
+        med = {k: round(statistics.median(r[k] for r in mine), 3) for k in _FIGURES}
         spread = {k: [min(r[k] for r in mine), max(r[k] for r in mine)] for k in med}
         procs = sorted({r["processes"] for r in mine})
         print(json.dumps({"what": what, "runs": len(mine), "processes": procs, **med,

@@ -10,16 +10,20 @@ webhook requests to the HTTP port, ``familiar send`` and ``familiar status --jso
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.e2e.test_channel_processes import PER_CHANNEL, _cli, _webhook
 from tests.e2e.test_daemon_process import fake_openai
 from tests.e2e.test_processes import TIMEOUT, Gateway, home, running, write_config
+from tests.fakes.fake_slack import FakeSlack, event_body, sign
+from tests.integration.slack_rig import SECRET, mention
 from tests.waiting import eventually
 
 __all__ = ["home"]  # the fixture
@@ -116,4 +120,70 @@ async def test_by_default_one_process_runs_the_agent_and_the_in_process_channels
             sent = await _cli(home, "send", "hello")
             assert sent.returncode == 0, sent.stderr + gw.logs()
             assert "echo: hello" in sent.stdout
+            assert await gw.stop() == 0
+
+
+async def _slack_event(base: str, text: str, ts: str) -> int:
+    raw = json.dumps(event_body(mention(text, ts=ts)))
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(base + "/slack/events", data=raw, headers=sign(SECRET, raw)) as response,
+    ):
+        return response.status
+
+
+async def test_slack_runs_in_a_child_by_default_and_a_killed_one_comes_back(home: Path) -> None:
+    async with fake_openai() as url, FakeSlack() as slack:
+        slack_table = (
+            f'\n[channels.slack]\nenabled = true\nmode = "http"\nbot_token = "{slack.bot_token}"\n'
+            f'app_token = "{slack.app_token}"\nsigning_secret = "{SECRET}"\n'
+            f'api_url = "{slack.api_url}"\n'
+        )
+        write_config(home, url, processes="main", extra=slack_table)
+        async with running(home) as gw:
+
+            async def slack_up() -> bool:
+                assert gw.alive, gw.logs()
+                try:
+                    status = await gw.get("/v1/status")
+                except (OSError, AssertionError):
+                    return False
+                found = next(c for c in status["channels"] if c["name"] == "slack")
+                return bool(found["state"] == "running")
+
+            await eventually(slack_up, timeout=TIMEOUT, interval=0.1, what="slack up")
+            table = await _processes(gw)
+            assert sorted(table) == ["channel:slack", "main"], table
+            assert gw.proc is not None and table["main"]["pid"] == gw.proc.pid
+            assert table["channel:slack"]["role"] == "channels"
+            assert table["channel:slack"]["pid"] != gw.proc.pid
+            base = f"http://{(await gw.get('/v1/status'))['http']}"
+
+            first = slack.new_ts()
+            assert await _slack_event(base, "before", first) == 200
+            await eventually(
+                lambda: "echo: before" in " ".join(slack.thread(first)),
+                timeout=TIMEOUT,
+                what="the reply in Slack",
+            )
+            victim = table["channel:slack"]["pid"]
+            os.kill(victim, signal.SIGKILL)
+            # The agent, in the main process, answers meanwhile.
+            sent = await _cli(home, "send", "the agent still works")
+            assert sent.returncode == 0, sent.stderr + gw.logs()
+            assert "echo: the agent still works" in sent.stdout
+
+            async def back() -> bool:
+                row = (await _processes(gw))["channel:slack"]
+                return bool(row["pid"] not in (None, victim) and row["restarts"] == 1)
+
+            await eventually(back, timeout=TIMEOUT, interval=0.1, what="slack restarted")
+            await eventually(slack_up, timeout=TIMEOUT, interval=0.1, what="slack up again")
+            second = slack.new_ts()
+            assert await _slack_event(base, "after", second) == 200
+            await eventually(
+                lambda: "echo: after" in " ".join(slack.thread(second)),
+                timeout=TIMEOUT,
+                what="the reply after the restart",
+            )
             assert await gw.stop() == 0
