@@ -79,6 +79,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_teams
 	$(BIN)/python -m tests.bench.bench_subagents
 	$(BIN)/python -m tests.bench.bench_processes
+	$(BIN)/python -m tests.bench.bench_footprint
 	$(BIN)/python -m tests.bench.bench_channel_processes
 	$(BIN)/python -m tests.bench.bench_cli_start
 	$(BIN)/python -m tests.bench.bench_danger
