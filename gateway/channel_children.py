@@ -88,6 +88,8 @@ class ChannelProcess:
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self._final = False
+        """The gateway is stopping: a child that exits now is not started again."""
         self.state: ProcessState = "starting"
         self.restarts = 0
         self.quick_deaths = 0
@@ -101,6 +103,11 @@ class ChannelProcess:
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._keep(), name=f"keep-{self.name}")
+
+    def stop_restarting(self) -> None:
+        """From now on a child that exits stays down (the gateway is stopping; under
+        systemd the whole unit got SIGTERM, this child too)."""
+        self._final = True
 
     async def stop(self) -> None:
         """SIGTERM (the channel delivers what was settled, then exits); SIGKILL after
@@ -149,7 +156,8 @@ class ChannelProcess:
             else:
                 assert code is not None
                 self.error = describe_exit(code)
-            if self._stopping.is_set():
+            if self._stopping.is_set() or self._final:
+                self.state = "stopped"
                 return
             if code == EX_CONFIG and not self._remote.seen and self.restarts == 0:
                 log.error("%s refused the configuration: stopping", self.name)

@@ -329,6 +329,8 @@ class GatewayParts:
         channel restarts."""
         for supervisor in self.supervisors:
             await supervisor.stop_retrying()
+        for child in self.children:
+            child.stop_restarting()
         self.listening.clear()
         if self.control is not None:
             await self.control.stop_listening()

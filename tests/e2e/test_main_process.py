@@ -187,3 +187,27 @@ async def test_slack_runs_in_a_child_by_default_and_a_killed_one_comes_back(home
                 what="the reply after the restart",
             )
             assert await gw.stop() == 0
+
+
+async def test_a_stop_that_signals_every_process_at_once_restarts_no_child(home: Path) -> None:
+    """What systemd's default ``KillMode=control-group`` does: SIGTERM to the main
+    process and its channel child together. The gateway exits 0; the child is not
+    started again while the main process finishes its stop."""
+    async with fake_openai() as url:
+        write_config(home, url, processes="main", extra=PER_CHANNEL)
+        async with running(home) as gw:
+
+            async def up() -> bool:
+                assert gw.alive, gw.logs()
+                try:
+                    return bool((await _webhook_channel(gw))["state"] == "running")
+                except (OSError, AssertionError):
+                    return False
+
+            await eventually(up, timeout=TIMEOUT, interval=0.1, what="webhook up")
+            child = (await _processes(gw))["channel:webhook"]["pid"]
+            assert gw.proc is not None
+            os.kill(child, signal.SIGTERM)
+            os.kill(gw.proc.pid, signal.SIGTERM)
+            assert await gw.stop() == 0
+            assert gw.logs().count("started channel:webhook pid=") == 1, gw.logs()
