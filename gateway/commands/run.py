@@ -36,8 +36,9 @@ def gateway(
         GatewayRole | None,
         typer.Option(
             help="Run only this role in the foreground (a unit per role, another host); "
-            "default: the supervisor of every role, or one process with "
-            'gateway.processes = "single".'
+            "default: what gateway.processes says (main: one main process and a child "
+            "per channel with an SDK; multi: the supervisor of every role; single: one "
+            "process)."
         ),
     ] = None,
     channel: Annotated[
