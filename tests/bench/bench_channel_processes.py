@@ -45,7 +45,7 @@ def _write_config(home: Path, base_url: str, mode: str) -> None:
     (home / "config.toml").write_text(
         f'[provider]\nkind = "openai"\nbase_url = "{base_url}"\n'
         'model = "fake-model"\napi_key = "sk-test"\n\n[http]\nport = 0\n\n'
-        f'[gateway]\nagent_workers = 1\nchannel_processes = "{mode}"\n\n'
+        f'[gateway]\nprocesses = "multi"\nagent_workers = 1\nchannel_processes = "{mode}"\n\n'
         "[channels.webhook]\nenabled = true\n\n"
         f'[channels.webhook.hooks.bench]\nsecret = "{SECRET}"\nrate = 100000\nburst = 100000\n'
     )

@@ -87,7 +87,8 @@ class Gateway:
             f'[provider]\nkind = "openai"\nbase_url = "{base_url}"\nmodel = "fake-model"\n'
             'api_key = "sk-bench"\n\n[http]\nenabled = false\n\n'
             "[agent]\nshutdown_grace = 5\nmax_attempts = 3\nmax_concurrent_sessions = 64\n\n"
-            f"[gateway]\nagent_workers = {workers}\nrestart_backoff_max = 2\n{extra}"
+            f'[gateway]\nprocesses = "multi"\nagent_workers = {workers}\n'
+            f"restart_backoff_max = 2\n{extra}"
         )
 
     def logs(self) -> str:

@@ -86,7 +86,7 @@ class Gateway:
             f'{store}[provider]\nkind = "openai"\nbase_url = "{llm}"\nmodel = "fake-model"\n'
             'api_key = "sk-bench"\n\n[http]\nenabled = false\n\n'
             f"[agent]\nmax_concurrent_sessions = {senders}\nshutdown_grace = 3\n\n"
-            "[gateway]\nagent_workers = 1\n"
+            '[gateway]\nprocesses = "multi"\nagent_workers = 1\n'
         )
         os.chmod(home / "config.toml", 0o600)
 

@@ -45,7 +45,7 @@ def write_config(home: Path, *, store_url: str | None = None) -> None:
         f'{store}[provider]\nkind = "scripted"\n\n[http]\nport = 0\n\n'
         "[channels.webhook]\nenabled = true\n\n"
         f'[channels.webhook.hooks.ops]\ntoken = "{TOKEN}"\nrate = 1000\n\n'
-        "[gateway]\nagent_workers = 1\nrestart_backoff_max = 2\n"
+        '[gateway]\nprocesses = "multi"\nagent_workers = 1\nrestart_backoff_max = 2\n'
     )
     os.chmod(home / "config.toml", 0o600)
 
