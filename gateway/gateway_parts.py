@@ -8,7 +8,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -18,17 +18,13 @@ from channels.base import Channel, ChannelContext, MeteredChannel
 from channels.cli import CliChannel
 from core.app import CoreApp
 from core.bus.delivery import DeliveryWorker
-from core.bus.owner import make_owner, owner_is_dead
 from core.bus.wake_socket import SocketWakeups
 from core.bus.wakeups import WakeupService
 from core.errors import ConfigError
 from core.messages import OutboundMessage
 from core.providers.base import Provider
 from core.providers.factory import build_provider
-from core.scheduling import HeartbeatService
-from core.scheduling.leader import SchedulerLeader
 from core.store.engine import Store
-from core.store.leases import Leases
 from gateway.channel_children import ChannelProcess, isolated_channels
 from gateway.channel_proxy import RemoteChannel
 from gateway.config import (
@@ -56,6 +52,7 @@ from gateway.process_table import (
 )
 from gateway.provider_detect import ProviderChoice
 from gateway.role_readiness import roles_not_ready
+from gateway.scheduler_role import SchedulerRole
 from gateway.store_watch import StoreWatch
 from gateway.supervisor import ChannelSupervisor
 from gateway.version import package_version
@@ -141,9 +138,8 @@ class GatewayParts:
         self.control: ControlServer | None = None
         self.listening: set[str] = set()
         """The listeners that accept connections: ``http``, ``control``."""
-        self.heartbeat: HeartbeatService | None = None
+        self.scheduler: SchedulerRole | None = None
         self.wakeups: WakeupService | None = None
-        self.leader: SchedulerLeader | None = None
         self.runtime_started = False
         self.stopping = False
         self.watch: StoreWatch | None = None
@@ -198,49 +194,6 @@ class GatewayParts:
         """This process's channel as the front reports it."""
         [state] = self.channel_report()
         return state
-
-    def _heartbeat(self, deliver: Callable[[OutboundMessage], Awaitable[None]]) -> HeartbeatService:
-        assert self.core is not None and self.store is not None
-        return HeartbeatService(
-            config=self.config.scheduler.heartbeat,
-            scheduler=self.core.schedules,
-            bus=self.core.bus,
-            store=self.store,
-            workspace=self.workspace,
-            deliver=deliver,
-        )
-
-    def _start_leader(self) -> None:
-        """The scheduler role: fire schedules only while holding the leader lease."""
-        assert self.core is not None and self.store is not None and self.wakeups is not None
-        core = self.core
-        heartbeat = self._heartbeat(self._deliver_through_outbox)
-
-        async def lead() -> None:
-            await core.schedules.start()
-            await heartbeat.start()
-            self.heartbeat = heartbeat
-
-        async def follow() -> None:
-            self.heartbeat = None
-            await heartbeat.stop()
-            await core.schedules.stop()
-
-        self.leader = SchedulerLeader(
-            leases=Leases(store=self.store),
-            owner=make_owner(),
-            seconds=self.config.scheduler.leader_lease,
-            lead=lead,
-            follow=follow,
-            resync=core.schedules.resync,
-            is_dead=owner_is_dead,
-        )
-        self.wakeups.on("schedules", lambda _data, _peer: self._poke_leader())
-        self.leader.start()
-
-    def _poke_leader(self) -> None:
-        if self.leader is not None:
-            self.leader.poke()
 
     async def _deliver_through_outbox(self, message: OutboundMessage) -> None:
         """A check-in for another channel, from a process that does not run it: queued in
@@ -336,10 +289,8 @@ class GatewayParts:
             await self.control.stop_listening()
         if self.http_site is not None:
             await self.http_site.stop()
-        if self.leader is not None:
-            await self.leader.stop()
-        if self.heartbeat is not None:
-            await self.heartbeat.stop()
+        if self.scheduler is not None:
+            await self.scheduler.stop()
         if self.core is not None and self.core.schedules.running:
             await self.core.schedules.stop()
 
@@ -380,8 +331,7 @@ class GatewayParts:
 
     def _status_line(self) -> str:
         if "channels" not in self.roles:
-            leading = self.leader is not None and self.leader.leading
-            extra = f" (leader: {'yes' if leading else 'no'})" if self.leader else ""
+            extra = f" ({self.scheduler.report()})" if self.scheduler else ""
             return f"serving: role {self.role_name}{extra}"
         provider = "none"
         if self.state is not None and self.state.provider is not None:

@@ -54,6 +54,7 @@ from gateway.process_table import (
     EX_CONFIG,
 )
 from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
+from gateway.scheduler_role import SchedulerRole
 from gateway.stop_order import DRAIN_SIGNAL
 from gateway.store_watch import StoreWatch, start_failed, store_lost_exit
 from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
@@ -297,11 +298,17 @@ class Gateway(GatewayParts):
                 await self.core.start_agent()
             self.runtime_started = True
             self.mcp_files.watch(self.core.mcp)
-        if self.single:
-            self.heartbeat = self._heartbeat(self._deliver_elsewhere)
-            await self.heartbeat.start()
-        elif "scheduler" in self.roles:
-            self._start_leader()
+        if self.single or "scheduler" in self.roles:
+            self.scheduler = SchedulerRole(
+                core=self.core,
+                store=self.store,
+                config=self.config.scheduler,
+                workspace=self.workspace,
+                # one process runs everything: nobody else fires, so no lease to hold
+                deliver=self._deliver_elsewhere if self.single else self._deliver_through_outbox,
+                wakeups=None if self.single else self.wakeups,
+            )
+            await self.scheduler.start()
         if "channels" in self.roles:
             await self._start_listeners()
 
