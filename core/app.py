@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from core.agent.commands import CommandRouter
 from core.agent.config import AgentConfig
 from core.agent.context import ContextBuilder
 from core.agent.runtime import AgentRuntime
@@ -22,9 +21,9 @@ from core.bus.ephemeral import EphemeralHub
 from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
 from core.bus.wakeups import Wakeups
+from core.commands import CommandRouter
 from core.events import EventLog
 from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
-from core.hooks.subagents import SubagentHooks
 from core.hooks.transcript import hook_transcripts
 from core.mcp import McpConfig
 from core.mcp.board import McpBoard, McpPublisher
@@ -55,6 +54,7 @@ from core.tasks.agent_tools import ToolVocabulary
 from core.tasks.catalog import AgentCatalog, home_agent_sources
 from core.tasks.collector import SUBAGENT_CHANNEL
 from core.tasks.commands import register_task_commands
+from core.tasks.lifecycle_hooks import SubagentHooks
 from core.tasks.registry import TaskRegistry
 from core.tasks.tools import subagent_tools
 from core.tools.approvals import ApprovalService, register_approval_commands

@@ -9,11 +9,11 @@ import math
 from collections import deque
 from collections.abc import AsyncIterator
 
-from core.agent.commands import CommandRouter
 from core.agent.config import AgentConfig
 from core.agent.store_retry import StoreRetries
 from core.agent.turn import TurnControl, TurnHandler
 from core.bus.base import Claim, Inbox
+from core.commands import CommandRouter
 from core.errors import StoreError
 from core.logctx import log_context
 from core.messages import InboundMessage

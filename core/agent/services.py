@@ -10,11 +10,11 @@ from typing import Protocol
 from sqlalchemy import Connection
 
 from core.agent.agents_section import AgentListing
-from core.agent.commands import CommandRouter
 from core.agent.config import AgentConfig
 from core.agent.context import ContextBuilder
 from core.bus.base import Inbox
 from core.bus.ephemeral import EphemeralHub
+from core.commands import CommandRouter
 from core.events import EventLog
 from core.hooks import Hooks
 from core.providers.base import Provider

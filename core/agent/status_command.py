@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.agent.commands import CommandRouter
 from core.bus.base import MessageLookup
+from core.commands import CommandRouter
 from core.messages import InboundMessage
 from core.sessions import SessionStore
 

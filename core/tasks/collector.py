@@ -22,11 +22,11 @@ from core.event_data import EventPayload, SubagentCompleted, SubagentFailed
 from core.events import Event, EventLog
 from core.messages import OutboundMessage
 from core.store.engine import Store
-from core.tasks.config import SubagentsConfig
 from core.tasks.handoff import handoff_message
 from core.tasks.profiles import SubagentLifecycle
 from core.tasks.records import TaskRecord
 from core.tasks.repository import TaskRepository
+from core.tools.subagents_config import SubagentsConfig
 
 __all__ = ["SUBAGENT_CHANNEL", "AnswerCollector", "TaskBus", "status_of"]
 

@@ -31,7 +31,6 @@ from core.sessions import SessionStore
 from core.store.engine import Store
 from core.tasks.catalog import AgentCatalog
 from core.tasks.collector import SUBAGENT_CHANNEL, AnswerCollector, TaskBus, status_of
-from core.tasks.config import SubagentsConfig
 from core.tasks.handoff import clip, handoff_fields
 from core.tasks.profiles import (
     SUBAGENT_PREFIX,
@@ -43,6 +42,7 @@ from core.tasks.records import TaskRecord
 from core.tasks.repository import TaskRepository
 from core.tasks.spawn_model import spawn_model
 from core.tools.base import NO_CAPACITY_HANDOVER, Capacity
+from core.tools.subagents_config import SubagentsConfig
 
 __all__ = [
     "SUBAGENT_CHANNEL",

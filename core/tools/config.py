@@ -7,9 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from core.tasks.config import SubagentsConfig
-
 from .danger import DEFAULT_DANGER_PATTERNS
+from .subagents_config import SubagentsConfig
 
 __all__ = [
     "DEFAULT_DANGER_PATTERNS",

@@ -13,7 +13,7 @@ import typer
 
 from core.session_keys import cli_key, session_key_for
 from gateway.control.protocol import MAX_BODY_BYTES, text_problem
-from gateway.home import default_home
+from gateway.home import default_home, no_daemon_hint
 from gateway.sizes import size_text
 
 # Only what every command needs is imported above: rich, asyncio, the control client and
@@ -197,14 +197,6 @@ def config_or_fail(home: Path) -> FamiliarConfig:
         return load_config(home)
     except ConfigError as exc:
         raise fail(str(exc)) from None
-
-
-def no_daemon_hint(home: Path) -> str:
-    """The one line that says no gateway runs on ``home`` and how to start one."""
-    return (
-        f"no familiar gateway is running on {home} — "
-        'start it with "familiar gateway" (or "make run")'
-    )
 
 
 def run_control(home: Path, coro: Coroutine[Any, Any, T]) -> T:
