@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.unitsim.unitfile import Directives, boolean, last, words
@@ -165,10 +166,14 @@ def _paths(directives: Directives, key: str) -> list[str]:
     return [p.lstrip("-") for value in directives.get(key, []) for p in words(value)]
 
 
-def apply_mounts(directives: Directives, *, stash: str, nodes: str) -> None:
+def apply_mounts(
+    directives: Directives, *, stash: str, nodes: str, installed: Sequence[tuple[str, str]] = ()
+) -> None:
     """Set up the unit's mounts in this (already private) mount namespace.
 
     ``nodes`` is what `inaccessible_nodes` made; ``stash`` a scratch directory.
+    ``installed``: (path, copy) pairs, the copy a bind of path made before any mount;
+    each is bound back, read-only, over the private /tmp (see ``--installed``).
     """
     _protect_system(last(directives, "ProtectSystem", "no"))
     for path in _paths(directives, "ReadWritePaths"):
@@ -178,6 +183,10 @@ def apply_mounts(directives: Directives, *, stash: str, nodes: str) -> None:
     if boolean(directives, "PrivateTmp"):
         for path in ("/tmp", "/var/tmp"):
             mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        for path, copy in installed:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            mount(copy, path, None, MS_BIND | MS_REC)
+            mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
     if boolean(directives, "PrivateDevices"):
         _private_dev(stash)
     _proc(directives)
