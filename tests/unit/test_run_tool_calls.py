@@ -62,12 +62,18 @@ async def test_a_stop_in_one_parallel_call_cancels_its_siblings(tmp_path: Path) 
 
 async def test_unsafe_calls_split_the_parallel_batches(tmp_path: Path) -> None:
     order: list[str] = []
+    first_batch: set[int] = set()
+    together = asyncio.Event()
 
     @tool
     async def safe(ctx: ToolContext, n: int) -> str:
         """Parallel-safe."""
         order.append(f"start {n}")
-        await asyncio.sleep(0.01)
+        if n in (1, 2):  # each ends only once both run: run one after the other, they hang
+            first_batch.add(n)
+            if first_batch == {1, 2}:
+                together.set()
+            await asyncio.wait_for(together.wait(), 10)
         order.append(f"end {n}")
         return str(n)
 
