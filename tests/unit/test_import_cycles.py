@@ -4,7 +4,9 @@ import-linter's layers contract sees module-level imports between the three pack
 this test reads every ``import`` in every module (at module level, inside functions and
 under ``TYPE_CHECKING`` alike, since a cycle hidden in a function is still a cycle) and
 fails on a cycle between modules or between sibling packages (``core.agent`` and
-``core.hooks``, say), printing the path of each.
+``core.hooks``, say), printing the path of each. ``import a.b.c`` counts as an import
+of ``a.b.c`` only: the package ``__init__`` modules Python runs on the way are left
+out, since a package that re-exports its own modules would otherwise be a cycle.
 """
 
 from __future__ import annotations
