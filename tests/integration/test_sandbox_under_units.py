@@ -30,7 +30,6 @@ from typing import Any
 import pytest
 
 from gateway.service import exec_start_for, render_role_unit, render_unit
-from gateway.service_checks import PRIVATE_TMP, under
 
 pytestmark = pytest.mark.slow  # each case starts a Python importing core (seconds each)
 
@@ -94,15 +93,6 @@ def _units(home: Path) -> dict[str, tuple[str, str]]:
     return units
 
 
-def _installed_under_tmp() -> list[str]:
-    """``--installed`` for this checkout and its venv when PrivateTmp= would hide them
-    (a checkout under /tmp): the tests run from anywhere."""
-    paths = {ROOT, Path(sys.prefix)}
-    hidden = [p for p in paths if under(p, PRIVATE_TMP) or under(p.resolve(), PRIVATE_TMP)]
-    outer = [p for p in hidden if not any(q in p.parents for q in hidden)]
-    return [arg for p in sorted(outer) for arg in ("--installed", str(p.resolve()))]
-
-
 def _run_under(
     unit: str, kind: str, home: Path, tmp_path: Path, *, network: bool = True
 ) -> dict[str, Any]:
@@ -117,9 +107,7 @@ def _run_under(
     }
     argv = [
         *(sys.executable, "-m", "tests.unitsim.run", "--unit", str(path)),
-        *("--kind", kind, "--user", USER, "--reach", str(Path(sys.executable).resolve())),
-        *_installed_under_tmp(),
-        "--",
+        *("--kind", kind, "--user", USER, "--reach", str(Path(sys.executable).resolve()), "--"),
         *(sys.executable, "-m", "tests.unitsim.probe", config, str(home / "workspace")),
         PROBE.replace("{home}", str(home)),
     ]

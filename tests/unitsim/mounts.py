@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Sequence
+import sys
 from pathlib import Path
 
 from tests.unitsim.unitfile import Directives, boolean, last, words
@@ -35,6 +35,7 @@ _TUNABLES_RO = (
     "/sys/kernel/debug", "/sys/kernel/tracing",
 )  # fmt: skip
 _TUNABLES_HIDDEN = ("/proc/kallsyms", "/proc/kcore")
+_PRIVATE_TMP = (Path("/tmp"), Path("/var/tmp"))
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 
@@ -166,14 +167,10 @@ def _paths(directives: Directives, key: str) -> list[str]:
     return [p.lstrip("-") for value in directives.get(key, []) for p in words(value)]
 
 
-def apply_mounts(
-    directives: Directives, *, stash: str, nodes: str, installed: Sequence[tuple[str, str]] = ()
-) -> None:
+def apply_mounts(directives: Directives, *, stash: str, nodes: str) -> None:
     """Set up the unit's mounts in this (already private) mount namespace.
 
     ``nodes`` is what `inaccessible_nodes` made; ``stash`` a scratch directory.
-    ``installed``: (path, copy) pairs, the copy a bind of path made before any mount;
-    each is bound back, read-only, over the private /tmp (see ``--installed``).
     """
     _protect_system(last(directives, "ProtectSystem", "no"))
     for path in _paths(directives, "ReadWritePaths"):
@@ -181,15 +178,33 @@ def apply_mounts(
         mount(None, path, None, MS_REMOUNT | MS_BIND)  # a bind copies the ro flag
     _protect_home(last(directives, "ProtectHome", "no"), nodes)
     if boolean(directives, "PrivateTmp"):
+        checkout = _checkout_under_tmp()
         for path in ("/tmp", "/var/tmp"):
             mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-        for path, copy in installed:
-            Path(path).mkdir(parents=True, exist_ok=True)
-            mount(copy, path, None, MS_BIND | MS_REC)
-            mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+        _show_again(checkout)
     if boolean(directives, "PrivateDevices"):
         _private_dev(stash)
     _proc(directives)
     _kernel(directives, nodes)
     for path in _paths(directives, "ReadOnlyPaths"):
         _read_only(path)
+
+
+def _checkout_under_tmp() -> list[tuple[str, int]]:
+    """The checkout running the simulation and its venv, when under /tmp or /var/tmp:
+    (path, an ``O_PATH`` descriptor kept to reach it once ``PrivateTmp=`` hides it)."""
+    roots = {Path(sys.prefix).resolve(), Path(__file__).resolve().parents[2]}
+    hidden = [r for r in roots if any(t == r or t in r.parents for t in _PRIVATE_TMP)]
+    outer = [r for r in hidden if not any(o in r.parents for o in hidden)]
+    return [(str(r), os.open(r, os.O_PATH | os.O_DIRECTORY)) for r in sorted(outer)]
+
+
+def _show_again(checkout: list[tuple[str, int]]) -> None:
+    """Mount ``checkout`` read-only at its own path over the private /tmp: as if familiar
+    were installed outside /tmp (what `familiar service install` demands), so the suite
+    runs from a checkout anywhere. Only the simulation's own interpreter and code."""
+    for path, fd in checkout:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+        os.close(fd)

@@ -136,10 +136,6 @@ def main() -> None:
     parser.add_argument("--kind", choices=("system", "user"), required=True)
     parser.add_argument("--user", required=True)
     parser.add_argument("--reach", type=Path, action="append", default=[])
-    # A checkout (and its venv) under /tmp, which PrivateTmp= hides: shown again at
-    # the same path, read-only, as if installed outside /tmp, which `familiar service
-    # install` demands of a real install. Only the tests' own interpreter and code.
-    parser.add_argument("--installed", type=Path, action="append", default=[])
     parser.add_argument("argv", nargs="+")
     args = parser.parse_args()
     directives = parse_service(args.unit)
@@ -152,15 +148,10 @@ def main() -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     stash = stash_dir("unit")
     nodes = inaccessible_nodes(stash)
-    installed = []
-    for index, path in enumerate(args.installed):
-        copy = stash_dir(f"installed-{index}")
-        mount(str(path), copy, None, MS_BIND | MS_REC)
-        installed.append((str(path), copy))
     for path in args.reach:
         _reachable(path, uid)
     if args.kind == "system":
-        apply_mounts(directives, stash=stash, nodes=nodes, installed=installed)
+        apply_mounts(directives, stash=stash, nodes=nodes)
         if boolean(directives, "ProtectHostname"):
             _unshare(CLONE_NEWUTS)
         if last(directives, "CapabilityBoundingSet", None) == "":
@@ -175,7 +166,7 @@ def main() -> None:
         os.setgid(gid)
         os.setuid(uid)
         _own_user_namespace(uid, gid)
-        apply_mounts(directives, stash=stash, nodes=nodes, installed=installed)
+        apply_mounts(directives, stash=stash, nodes=nodes)
         if boolean(directives, "ProtectHostname"):
             _unshare(CLONE_NEWUTS)
         _drop_bounding_set()  # the user manager's children hold no capabilities
