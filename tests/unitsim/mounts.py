@@ -61,6 +61,26 @@ def stash_dir(name: str) -> str:
     return str(path)
 
 
+def _checkout_under_tmp() -> list[tuple[str, int]]:
+    """The checkout running the simulation and its venv, when under /tmp or /var/tmp:
+    (path, an ``O_PATH`` descriptor kept to reach it once ``PrivateTmp=`` hides it)."""
+    roots = {Path(sys.prefix).resolve(), Path(__file__).resolve().parents[2]}
+    hidden = [r for r in roots if any(t == r or t in r.parents for t in _PRIVATE_TMP)]
+    outer = [r for r in hidden if not any(o in r.parents for o in hidden)]
+    return [(str(r), os.open(r, os.O_PATH | os.O_DIRECTORY)) for r in sorted(outer)]
+
+
+def _show_again(checkout: list[tuple[str, int]]) -> None:
+    """Mount ``checkout`` read-only at its own path over the private /tmp: as if familiar
+    were installed outside /tmp (what `familiar service install` demands), so the suite
+    runs from a checkout anywhere. Only the simulation's own interpreter and code."""
+    for path, fd in checkout:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+        os.close(fd)
+
+
 def _read_only(path: str) -> None:
     if not os.path.exists(path):
         return
@@ -188,23 +208,3 @@ def apply_mounts(directives: Directives, *, stash: str, nodes: str) -> None:
     _kernel(directives, nodes)
     for path in _paths(directives, "ReadOnlyPaths"):
         _read_only(path)
-
-
-def _checkout_under_tmp() -> list[tuple[str, int]]:
-    """The checkout running the simulation and its venv, when under /tmp or /var/tmp:
-    (path, an ``O_PATH`` descriptor kept to reach it once ``PrivateTmp=`` hides it)."""
-    roots = {Path(sys.prefix).resolve(), Path(__file__).resolve().parents[2]}
-    hidden = [r for r in roots if any(t == r or t in r.parents for t in _PRIVATE_TMP)]
-    outer = [r for r in hidden if not any(o in r.parents for o in hidden)]
-    return [(str(r), os.open(r, os.O_PATH | os.O_DIRECTORY)) for r in sorted(outer)]
-
-
-def _show_again(checkout: list[tuple[str, int]]) -> None:
-    """Mount ``checkout`` read-only at its own path over the private /tmp: as if familiar
-    were installed outside /tmp (what `familiar service install` demands), so the suite
-    runs from a checkout anywhere. Only the simulation's own interpreter and code."""
-    for path, fd in checkout:
-        Path(path).mkdir(parents=True, exist_ok=True)
-        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
-        os.close(fd)
