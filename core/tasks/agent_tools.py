@@ -14,12 +14,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from core.mcp import safe_server_name
 from core.tool_aliases import TODO as _TODO
 from core.tool_aliases import TOOL_ALIASES as _ALIASES
 from core.tool_aliases import WEB as _WEB
 from core.tool_aliases import WEB_FETCH as _WEB_FETCH
 from core.tool_aliases import WEB_SEARCH as _WEB_SEARCH
+from core.tool_aliases import safe_server_name
 
 __all__ = ["BUILTIN_TOOLS", "MappedTools", "ToolVocabulary", "map_tools"]
 
