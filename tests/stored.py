@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 __all__ = ["inbound_count", "reply_status"]
 
 
-def _rows(home: Path, query: str, *args: object) -> list[tuple[object, ...]]:
+def _rows(home: Path, query: str, *args: object) -> list[tuple[Any, ...]]:
     uri = f"{(home / 'familiar.db').as_uri()}?mode=ro"
     with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
         return db.execute(query, args).fetchall()
@@ -23,7 +24,7 @@ def _rows(home: Path, query: str, *args: object) -> list[tuple[object, ...]]:
 def inbound_count(home: Path) -> int:
     """How many inbound messages were ever published (any status)."""
     [(count,)] = _rows(home, "SELECT count(*) FROM inbound")
-    return int(count)  # type: ignore[call-overload]
+    return int(count)
 
 
 def reply_status(home: Path, inbound_id: str) -> str | None:
