@@ -29,10 +29,12 @@ class _Events:
 
 async def test_a_stop_in_one_parallel_call_cancels_its_siblings(tmp_path: Path) -> None:
     cancelled: list[str] = []
+    waiting = asyncio.Event()
 
     @tool
     async def wait_long(ctx: ToolContext) -> str:
         """Waits until cancelled."""
+        waiting.set()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -42,8 +44,8 @@ async def test_a_stop_in_one_parallel_call_cancels_its_siblings(tmp_path: Path) 
 
     @tool
     async def stopper(ctx: ToolContext) -> str:
-        """Stops the turn."""
-        await asyncio.sleep(0)
+        """Stops the turn (once its sibling runs)."""
+        await asyncio.wait_for(waiting.wait(), 10)
         raise TurnCancelled("stopped")
 
     tools = ToolRegistry(tools=[wait_long, stopper], parallel=["*"])
