@@ -28,6 +28,9 @@ from core.hooks.subagents import SubagentHooks
 from core.hooks.transcript import hook_transcripts
 from core.mcp import McpConfig
 from core.mcp.board import McpBoard, McpPublisher
+from core.mcp.commands import register_mcp_commands
+from core.mcp.elicit import ElicitationService
+from core.mcp.host import McpHost
 from core.mcp.manager import McpManager
 from core.mcp.trust import trust_verifier
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
@@ -122,6 +125,8 @@ class CoreApp:
             await self.memory.semantic.start()
         await self.compaction.start()
         self.mcp.start()  # eager servers, in the background: a bad one never blocks start
+        if self.mcp.host is not None:
+            await self.mcp.host.start()  # resume following the MCP tasks left running
 
     async def stop(self, *, grace: float | None = None) -> None:
         await self.approvals.stop()
@@ -133,6 +138,8 @@ class CoreApp:
         await self.runtime.stop(grace=grace)
         if self.mcp_publisher is not None:
             await self.mcp_publisher.stop()
+        if self.mcp.host is not None:
+            await self.mcp.host.stop()
         await self.mcp.stop()
         await self.tasks.stop()
         await self.compaction.stop()
@@ -281,11 +288,32 @@ async def build_core(
         owner=owner,
     )
     mcp_cwd = home or workspace.parent
+    mcp = mcp or McpConfig()
+    questions = ElicitationService(store=store, bus=bus, timeout=mcp.elicitation_timeout)
+    register_mcp_commands(commands, questions)
+
+    def mcp_host() -> McpHost:
+        # Here, not at the top: only a gateway with MCP servers loads the SDK.
+        from core.mcp.hosting import build_host
+
+        return build_host(
+            store=store,
+            bus=bus,
+            events=events,
+            config=mcp,
+            manager=lambda: mcp_manager,
+            provider=provider,
+            model=model,
+            questions=questions,
+            result_max_chars=tools.subagents.result_max_chars,
+        )
+
     mcp_manager = McpManager(
-        config=mcp or McpConfig(),
+        config=mcp,
         registry=registry,
         cwd=mcp_cwd,
         verify=trust_verifier(trust, cwd=mcp_cwd),
+        host_factory=mcp_host,
     )
     hub = EphemeralHub()
     turn_services = TurnServices(

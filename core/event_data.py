@@ -24,6 +24,7 @@ __all__ = [
     "HookBlocked",
     "HookError",
     "Idle",
+    "McpSampling",
     "ScheduleCancelled",
     "ScheduleCreated",
     "ScheduleFired",
@@ -69,6 +70,7 @@ class EventType(StrEnum):
     APPROVAL_DECIDED = "tool.approval_decided"
     DELIVERY_FAILED = "delivery.failed"
     COMPACTION = "session.compaction"
+    MCP_SAMPLING = "mcp.sampling"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -319,6 +321,22 @@ class SubagentFailed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class McpSampling:
+    """An MCP server asked familiar's model during a call of this session
+    (``sampling/createMessage``): what it asked for and what it cost, or why it was
+    refused (``refused``)."""
+
+    type: ClassVar[EventType] = EventType.MCP_SAMPLING
+    server: str
+    messages: int
+    max_tokens: int
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    refused: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownEvent:
     """An event of a type this version does not know, kept as read."""
 
@@ -349,6 +367,7 @@ EventPayload = (
     | SubagentStarted
     | SubagentCompleted
     | SubagentFailed
+    | McpSampling
     | UnknownEvent
 )
 
@@ -377,6 +396,7 @@ _KNOWN: dict[str, type[Any]] = {
         SubagentStarted,
         SubagentCompleted,
         SubagentFailed,
+        McpSampling,
     )
 }
 
