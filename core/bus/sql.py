@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 MAX_REPLY_POLL = 8.0
 """Longest gap between a reply waiter's store reads (replies settled by other processes)."""
-CONTROL_COMMANDS = frozenset({"/stop", "/status"})  # answered also while a turn runs
+CONTROL_COMMANDS = frozenset({"/stop", "/status", "/answer", "/decline"})
+"""Answered also while a turn runs (an MCP call may be waiting for that /answer)."""
 
 _inbound = InboundRow.__table__  # type: ignore[attr-defined]
 _outbound = OutboundRow.__table__  # type: ignore[attr-defined]

@@ -163,8 +163,7 @@ class ElicitationService:
     def _render(self, values: dict[str, Any], schema: dict[str, Any] | None) -> str:
         question = values["id"]
         head = f"MCP server {values['server']!r} asks (question {question}):\n{values['message']}"
-        minutes = self.timeout / 60
-        expires = f"It is cancelled if unanswered in {minutes:g} min."
+        expires = f"It is cancelled if unanswered in {_duration(self.timeout)}."
         if values["mode"] == "url":
             return (
                 f"{head}\nOpen: {values['url']}\n"
@@ -245,3 +244,11 @@ class ElicitationService:
         )
         async with self._store.read() as conn:
             return [(r.id, r.server, r.message) for r in (await conn.execute(query)).all()]
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.3g} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds:.3g} s"

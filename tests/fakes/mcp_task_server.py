@@ -11,6 +11,8 @@ The mcp SDK's server has no tasks, so this speaks the wire itself. Tools:
 - ``lookup(text)``: ``taskSupport = "optional"``: answered at once, or as a task.
 - ``ask(question)``: a plain call that asks the client (``elicitation/create``) and
   answers ``answer: <value>`` (or ``declined`` / ``cancelled``).
+- ``login()``: a plain call that sends the client to a URL (URL-mode elicitation) and
+  answers ``login: <action>``.
 - ``sample(prompt)``: a plain call that asks the client's model
   (``sampling/createMessage``) and answers ``model said: <text>`` or ``refused: <why>``.
 
@@ -57,6 +59,11 @@ TOOLS: list[dict[str, Any]] = [
         "name": "ask",
         "description": "Ask the user a question.",
         "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}}},
+    },
+    {
+        "name": "login",
+        "description": "Send the user to a web page (URL-mode elicitation).",
+        "inputSchema": {"type": "object", "properties": {}},
     },
     {
         "name": "sample",
@@ -306,6 +313,17 @@ class Server:
             if answer.get("action") != "accept":
                 return _text({"decline": "declined"}.get(answer.get("action"), "cancelled"))
             return _text(f"answer: {(answer.get('content') or {}).get('answer')}")
+        if name == "login":
+            answer = await self.ask_client(
+                "elicitation/create",
+                {
+                    "mode": "url",
+                    "message": "Sign in to the fake service",
+                    "url": "https://login.example/fake",
+                    "elicitationId": uuid.uuid4().hex,
+                },
+            )
+            return _text(f"login: {answer.get('action')}")
         if name == "sample":
             try:
                 said = await self.ask_client(
