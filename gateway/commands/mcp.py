@@ -126,7 +126,7 @@ def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
             s.get("transport"),
             state,
             s.get("source"),
-            ", ".join(s.get("tools") or []) or "-",
+            ", ".join(_tool(name, s) for name in s.get("tools") or []) or "-",
         )
     for u in untrusted:
         add_row(table, u["name"], "-", styled((u["state"], "yellow")), u["source"], "-")
@@ -135,6 +135,12 @@ def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
         if s.get("stderr"):
             typer.echo(f"\n{s.get('name')}: the end of its stderr")
             typer.echo("\n".join(f"  {line}" for line in str(s["stderr"]).splitlines()))
+
+
+def _tool(name: str, server: dict[str, Any]) -> str:
+    """A tool's name, and ``(task: required)`` for one that runs as an MCP task."""
+    support = (server.get("task_support") or {}).get(name)
+    return f"{name} (task: {support})" if support else name
 
 
 def _state(server: dict[str, Any]) -> str:

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from gateway.cli import app
 from tests.fakes.fake_openai import FakeOpenAI, ToolCalls
 from tests.fakes.mcp_procs import ROOT
 from tests.integration.test_daemon import Gateway, running, write_config
@@ -109,6 +111,11 @@ async def test_a_required_task_tool_runs_in_background_and_hands_its_result_over
 
             await eventually(listed, what="the server is ready")
             assert await listed() == [{"mcp__fake__research": "required"}]
+            shown = await asyncio.to_thread(
+                CliRunner().invoke, app, ["mcp", "list", "--home", str(home)]
+            )
+            assert "mcp__fake__research (task: required)" in shown.stdout, shown.output
+            assert "mcp__fake__lookup," in shown.stdout  # optional: a plain call here
             task = await start_research(gw, fake)
             assert task["agent_type"] == "mcp-task" and task["mode"] == "background"
             assert task["status"] == "running"
