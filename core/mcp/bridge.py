@@ -64,6 +64,8 @@ _TTL_MS = 86_400_000
 _RESULT_TIMEOUT = 86_400.0
 """``tasks/result`` waits until the task ends (an answer to a question may take long)."""
 _TERMINAL = ("completed", "failed", "cancelled")
+_TOKEN_PREFIX = "familiar-task-"
+"""Starts the progress tokens of task calls (a plain call's token is its request id)."""
 _LOST = ("lost", "")
 """How `_preflight` says another process polls the task now."""
 
@@ -128,7 +130,7 @@ class McpTaskBridge:
         spawn_key = _spawn_key(ctx, server, tool.remote_name, arguments)
         if spawn_key is not None and (found := await self.tasks.by_spawn_key(spawn_key)):
             return self._started(found, new=False)  # a rerun of the same call after a crash
-        token = f"familiar-{uuid.uuid4().hex}"
+        token = f"{_TOKEN_PREFIX}{uuid.uuid4().hex}"
         raw = await tool.connection.request(
             "tools/call",
             {
@@ -464,7 +466,10 @@ class McpTaskBridge:
     async def progress(self, server: str, notification: mcp_types.ProgressNotification) -> None:
         """A task's progress notification: the record's progress (``last_intent``)."""
         params = notification.params
-        info = await self.tasks.by_token(str(params.progress_token))
+        token = params.progress_token
+        if not (isinstance(token, str) and token.startswith(_TOKEN_PREFIX)):
+            return  # a plain call's, taken by its own callback: no store read
+        info = await self.tasks.by_token(token)
         if info is None or info.server != server:
             return
         count = f"{params.progress:g}/{params.total:g}" if params.total else f"{params.progress:g}"

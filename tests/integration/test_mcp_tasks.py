@@ -280,3 +280,55 @@ async def test_sampling_is_refused_unless_enabled_and_answered_by_the_model_when
     assert sampled["max_tokens"] == 1024 or sampled.get("max_completion_tokens") == 1024
     (event,) = answered_events
     assert event["data"]["max_tokens"] == 1024 and "refused" not in event["data"]
+
+
+@pytest.mark.slow
+async def test_inside_a_subagent_the_call_waits_for_the_task(
+    daemon_home: Path, tmp_path: Path
+) -> None:
+    async with FakeOpenAI() as fake:
+        write_config(daemon_home, fake, servers(tmp_path))
+        (tmp_path / "go").touch()
+        spawn = {"agent_type": "general-purpose", "prompt": "research tides", "mode": "sync"}
+        fake.script(
+            ToolCalls((("sessions_spawn", spawn),)),
+            ToolCalls((("mcp__fake__research", {"topic": "tides"}),)),
+            "child done",
+            "parent done",
+        )
+        async with running(daemon_home) as gw:
+            lines = await gw.send("delegate")
+            tasks = (await gw.get("/v1/tasks"))["tasks"]
+    (child,) = [t for t in tasks if t["agent_type"] == "general-purpose"]
+    (task,) = [t for t in tasks if t["agent_type"] == "mcp-task"]
+    assert lines[-1]["text"] == "parent done"
+    assert "report on tides (general)" in tool_results(fake)
+    assert task["mode"] == "sync" and task["owner"] == child["session"]
+    assert task["status"] == "completed" and handoffs(fake) == []
+
+
+@pytest.mark.slow
+async def test_optional_task_tools_run_as_tasks_only_where_the_server_says_so(
+    daemon_home: Path, tmp_path: Path
+) -> None:
+    outcomes = []
+    for tasks in ("required", "optional"):
+        async with FakeOpenAI() as fake:
+            write_config(daemon_home, fake, servers(tmp_path, tasks=tasks))
+            fake.script(ToolCalls((("mcp__fake__lookup", {"text": "tides"}),)), "ok", "ok")
+            async with running(daemon_home) as gw:
+                await gw.send("look it up", session=f"cli:{tasks}")
+                await asyncio.to_thread((tmp_path / "go").touch)
+                found = (await gw.get(f"/v1/tasks?owner=cli:{tasks}"))["tasks"]
+                if found:
+                    task_id = found[0]["id"]
+                    await eventually(
+                        lambda: status_is(gw, task_id, "completed"),  # noqa: B023 (awaited here)
+                        what="completed",
+                    )
+                    found = [await gw.get(f"/v1/tasks/{task_id}")]
+            outcomes.append((tool_results(fake)[0], found))
+    (plain, none), (started, (task,)) = outcomes
+    assert plain == "looked up tides at once" and none == []
+    assert "started in background" in started
+    assert task["description"] == "fake/lookup" and task["result"] == "looked up tides"
