@@ -441,6 +441,8 @@ class McpTaskBridge:
         connection = self._connections(info.server)
         if connection is None or info.remote_status in _TERMINAL:
             return
+        if not connection.started:
+            connection.start()
         try:
             await connection.request(
                 "tasks/cancel", {"taskId": info.remote_id}, what=f"tasks/cancel of {info.tool}"

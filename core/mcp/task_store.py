@@ -21,6 +21,7 @@ __all__ = ["McpTaskInfo", "McpTaskStore"]
 _tasks = TaskRow.__table__  # type: ignore[attr-defined]
 _rows = McpTaskRow.__table__  # type: ignore[attr-defined]
 _INTENT_MAX = 256
+_TERMINAL = ("completed", "failed", "cancelled")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,18 +109,18 @@ class McpTaskStore:
         return _info(record, row)
 
     async def claim(self, owner: str, *, lease: float) -> list[str]:
-        """Take the running tasks nobody polls (their lease ran out); their ids."""
+        """Take the tasks nobody polls (their lease ran out) that are running, or were
+        cancelled here but not yet on their server (while no gateway ran); their ids."""
         now = self._clock()
+        unsettled = (_tasks.c.status == "running") | (
+            (_tasks.c.status == "cancelled") & _rows.c.remote_status.not_in(_TERMINAL)
+        )
 
         def job(conn: Connection) -> list[str]:
             ids = conn.execute(
                 select(_rows.c.id)
                 .join(_tasks, _tasks.c.id == _rows.c.id)
-                .where(
-                    _tasks.c.agent_type == MCP_TASK,
-                    _tasks.c.status == "running",
-                    _rows.c.lease_until < now,
-                )
+                .where(_tasks.c.agent_type == MCP_TASK, unsettled, _rows.c.lease_until < now)
             ).scalars()
             taken = []
             for task_id in list(ids):

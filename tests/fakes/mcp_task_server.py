@@ -7,7 +7,8 @@ The mcp SDK's server has no tasks, so this speaks the wire itself. Tools:
   then "Analyzing content"; an ambiguous one turns ``input_required`` and asks the
   client (``elicitation/create``, through ``tasks/result``) which interpretation is
   meant; then "Writing report" and it completes with ``report on <topic> (<choice>)``.
-  Each stage is also a ``notifications/progress`` with the call's progress token.
+  Each stage is also a ``notifications/progress`` with the call's progress token. The
+  topic ``boom`` makes the task fail after the analysis.
 - ``lookup(text)``: ``taskSupport = "optional"``: answered at once, or as a task.
 - ``ask(question)``: a plain call that asks the client (``elicitation/create``) and
   answers ``answer: <value>`` (or ``declined`` / ``cancelled``).
@@ -160,6 +161,9 @@ class Server:
                         lambda: task.get("interpretation") is not None or task["status"] in TERMINAL
                     )
         if task["status"] in TERMINAL:
+            return
+        if task["topic"] == "boom":
+            await self.update(task, status="failed", statusMessage="the analysis exploded")
             return
         await self.stage(task, 2)
         choice = task.get("interpretation") or "general"

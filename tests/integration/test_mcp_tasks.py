@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from core.store.engine import Store
+from core.tasks.repository import TaskRepository
 from gateway.cli import app
 from tests.fakes.fake_openai import FakeOpenAI, ToolCalls
 from tests.fakes.mcp_procs import ROOT
@@ -332,3 +334,50 @@ async def test_optional_task_tools_run_as_tasks_only_where_the_server_says_so(
     assert plain == "looked up tides at once" and none == []
     assert "started in background" in started
     assert task["description"] == "fake/lookup" and task["result"] == "looked up tides"
+
+
+@pytest.mark.slow
+async def test_a_task_the_server_fails_ends_failed_and_is_handed_over(
+    daemon_home: Path, tmp_path: Path
+) -> None:
+    async with FakeOpenAI() as fake:
+        write_config(daemon_home, fake, servers(tmp_path))
+        (tmp_path / "go").touch()
+        fake.script(ToolCalls((("mcp__fake__research", {"topic": "boom"}),)), "ok", "Sorry.")
+        async with running(daemon_home) as gw:
+            await gw.send("research boom")
+            (task,) = (await gw.get("/v1/tasks?owner=cli:test"))["tasks"]
+            await eventually(lambda: status_is(gw, task["id"], "failed"), what="failed")
+            await eventually(lambda: len(handoffs(fake)) == 1, what="the failure handed over")
+            done = await gw.get(f"/v1/tasks/{task['id']}")
+    assert done["error"] == "the analysis exploded"
+    assert "finished with status failed" in handoffs(fake)[0]
+
+
+@pytest.mark.slow
+async def test_a_task_cancelled_while_no_gateway_runs_is_cancelled_on_its_server_at_start(
+    daemon_home: Path, tmp_path: Path
+) -> None:
+    async with FakeOpenAI() as fake:
+        write_config(daemon_home, fake, servers(tmp_path))
+        async with running(daemon_home) as gw:
+            task = await start_research(gw, fake)
+        store = Store(url=f"sqlite+aiosqlite:///{daemon_home / 'familiar.db'}")
+        await store.open()
+        try:
+            registry_repo = TaskRepository(store=store)
+            await store.transact(
+                lambda conn: registry_repo.update_in(
+                    conn, task["id"], {"status": "cancelled", "error": "cancelled offline"}
+                )
+            )
+        finally:
+            await store.close()
+        async with running(daemon_home) as gw:
+            log = tmp_path / "log"
+
+            def cancel_logged() -> bool:
+                return log.exists() and "cancel " in log.read_text()
+
+            await eventually(cancel_logged, what="tasks/cancel at start")
+    assert remote_tasks(tmp_path)["status"] == "cancelled"
