@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import mcp_types
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.messages import Delivery
+
+if TYPE_CHECKING:  # the SDK's types cost half a second: only with MCP servers
+    import mcp_types
 
 __all__ = ["RELATED_TASK_KEY", "CallOwner", "McpHost", "related_task"]
 

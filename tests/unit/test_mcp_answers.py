@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.mcp.answers import parse_answer, render_fields
 
+ROOT = Path(__file__).resolve().parents[2]
 CHOICE: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -74,3 +78,15 @@ def test_fields_are_shown_with_their_type_and_choices() -> None:
     assert "1. programming — Python programming language" in shown
     assert "2. snake — Python snake species" in shown
     assert "3. Small" not in render_fields(FORM) and "1. S — Small" in render_fields(FORM)
+
+
+def test_the_core_runtime_loads_no_mcp_sdk_without_servers() -> None:
+    """The questions and commands are always there; the SDK's types only with servers."""
+    probe = (
+        "import sys, core.app; print(sorted(m for m in ('mcp', 'mcp_types') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
