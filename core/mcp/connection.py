@@ -246,6 +246,16 @@ class McpConnection:
         task = related_task(context.meta)
         if self.host is None:
             return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message="nobody to ask")
+        if task is None and len({c.root_key for c in self._callers}) > 1:
+            # Which call asks is not on the wire (stdio): never ask the wrong person.
+            log.warning(
+                "mcp server %s: a question during calls of several sessions refused", self.name
+            )
+            return mcp_types.ErrorData(
+                code=mcp_types.INVALID_REQUEST,
+                message="several conversations are calling this server now; "
+                "familiar cannot tell whose question this is",
+            )
         return await self.host.elicit(self.name, self._owner_of(task), task, params)
 
     async def _sample(

@@ -117,3 +117,27 @@ async def test_a_subagents_question_is_asked_in_the_root_session(
     assert "Colour?" in text
     assert "answer: green" in tool_results(fake)
     assert lines[-1]["text"] == "parent done"
+
+
+@pytest.mark.slow
+async def test_a_question_is_refused_when_two_conversations_call_the_server(
+    daemon_home: Path, tmp_path: Path
+) -> None:
+    async with FakeOpenAI() as fake:
+        write_config(daemon_home, fake, servers(tmp_path))
+        fake.script(
+            ToolCalls((("mcp__fake__ask", {"question": "A?"}),)),
+            ToolCalls((("mcp__fake__ask", {"question": "B?"}),)),
+            "B done",
+            "A done",
+        )
+        async with running(daemon_home) as gw:
+            first = asyncio.create_task(gw.send("ask", session="cli:a"))
+            qid, _ = await question(gw, "cli:a")
+            second = await gw.send("ask too", session="cli:b")
+            await gw.send(f"/answer {qid} Ada", session="cli:a")
+            await first
+    results = tool_results(fake)
+    assert "cannot tell whose question this is" in results[0]
+    assert results[1] == "answer: Ada"
+    assert second[-1]["text"] == "B done"
