@@ -64,13 +64,13 @@ class EventType(StrEnum):
     SUBAGENT_STARTED = "subagent.started"
     SUBAGENT_COMPLETED = "subagent.completed"
     SUBAGENT_FAILED = "subagent.failed"
+    MCP_SAMPLING = "mcp.sampling"
     HOOK_BLOCKED = "hook.blocked"
     HOOK_ERROR = "hook.error"
     APPROVAL_REQUESTED = "tool.approval_requested"
     APPROVAL_DECIDED = "tool.approval_decided"
     DELIVERY_FAILED = "delivery.failed"
     COMPACTION = "session.compaction"
-    MCP_SAMPLING = "mcp.sampling"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,6 +285,22 @@ class HookError:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class McpSampling:
+    """An MCP server asked familiar's model during a call of this session
+    (``sampling/createMessage``): what it asked for and what it cost, or why it was
+    refused (``refused``)."""
+
+    type: ClassVar[EventType] = EventType.MCP_SAMPLING
+    server: str
+    messages: int
+    max_tokens: int
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    refused: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentStarted:
     """A subagent was started by this session (``mode`` sync or background)."""
 
@@ -321,22 +337,6 @@ class SubagentFailed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class McpSampling:
-    """An MCP server asked familiar's model during a call of this session
-    (``sampling/createMessage``): what it asked for and what it cost, or why it was
-    refused (``refused``)."""
-
-    type: ClassVar[EventType] = EventType.MCP_SAMPLING
-    server: str
-    messages: int
-    max_tokens: int
-    model: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    refused: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownEvent:
     """An event of a type this version does not know, kept as read."""
 
@@ -364,10 +364,10 @@ EventPayload = (
     | Compaction
     | HookBlocked
     | HookError
+    | McpSampling
     | SubagentStarted
     | SubagentCompleted
     | SubagentFailed
-    | McpSampling
     | UnknownEvent
 )
 
@@ -393,10 +393,10 @@ _KNOWN: dict[str, type[Any]] = {
         Compaction,
         HookBlocked,
         HookError,
+        McpSampling,
         SubagentStarted,
         SubagentCompleted,
         SubagentFailed,
-        McpSampling,
     )
 }
 
