@@ -19,6 +19,7 @@ from tests.integration.test_mcp_tasks import handoffs, status_is, tool_results
 from tests.waiting import eventually
 
 RESEARCH = "mcp__everything__simulate-research-query"
+pytestmark = [pytest.mark.timeout(300)]  # the first test may install the package from npm
 
 
 @pytest.fixture(autouse=True)
