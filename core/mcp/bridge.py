@@ -118,7 +118,6 @@ class McpTaskBridge:
         self._claim_interval = claim_interval
         self._owner = make_owner()
         self._pollers: dict[str, asyncio.Task[tuple[str, str] | None]] = {}
-        self._wake: dict[str, asyncio.Event] = {}
         self._claimer = BackgroundTask("familiar-mcp-tasks")
 
     # -- starting ------------------------------------------------------------------------
@@ -292,18 +291,6 @@ class McpTaskBridge:
             self._pollers[task_id] = poller
             poller.add_done_callback(lambda _: self._pollers.pop(task_id, None))
 
-    def wake(self, task_id: str) -> None:
-        """Poll ``task_id`` now (it was cancelled, or the server said something)."""
-        if (event := self._wake.get(task_id)) is not None:
-            event.set()
-
-    async def _pause(self, task_id: str, seconds: float) -> None:
-        event = self._wake.setdefault(task_id, asyncio.Event())
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await event.wait()
-        event.clear()
-
     async def _follow(self, task_id: str) -> tuple[str, str] | None:
         """Poll the task until it ends; its final status and text (None: another process
         polls it now)."""
@@ -319,9 +306,8 @@ class McpTaskBridge:
                 ended, pause = await self._poll_once(checked, info, state)
                 if ended is not None:
                     return ended
-                await self._pause(task_id, pause)
+                await asyncio.sleep(pause)
         finally:
-            self._wake.pop(task_id, None)
             if state.fetch is not None and not state.fetch.done():
                 state.fetch.cancel()
 
