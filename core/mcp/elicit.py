@@ -153,8 +153,7 @@ class ElicitationService:
                 return Answer(row.status, content)
             left = expires - self._clock()
             if left <= 0:
-                if await self._decide(question, "cancel", None, when_before=None):
-                    log.info("mcp question expired id=%s", question)
+                await self._decide(question, "cancel", None, when_before=None)
                 continue
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(self._poll, left)):
@@ -233,8 +232,10 @@ class ElicitationService:
             return bool(conn.execute(query.values(values)).rowcount)
 
         decided = await self._store.transact(job)
-        if decided and (event := self._waiting.get(question)) is not None:
-            event.set()
+        if decided:
+            log.info("mcp question %s id=%s", _DONE.get(status, status), question)
+            if (event := self._waiting.get(question)) is not None:
+                event.set()
         return decided
 
     async def pending(self, session_key: str) -> list[tuple[str, str, str]]:
