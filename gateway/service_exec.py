@@ -5,12 +5,12 @@ connection; the daemon (`core.tools.exec_client`) sends each ``exec`` command th
 the instance runs it with `core.tools.exec_server` under the unit's own sandbox. The
 daemon's unit can then forbid namespaces and mount calls (bubblewrap needed both).
 
-A system instance runs as the daemon's user (the workspace is its files) but in another
-group (`EXEC_GROUPS`): with ``ProtectProc=invisible`` a process whose user *and* group
-differ from the command's is hidden and out of reach, so a command cannot read the
-daemon's ``/proc/PID/environ`` or its view of ``$FAMILIAR_HOME`` through
-``/proc/PID/root``. A user manager cannot change groups or mount a procfs: there the
-daemon's processes stay visible to the commands (docs/security/sandbox.md).
+Commands cannot see the daemon's processes: both units have ``PrivateUsers=yes``, so
+each runs in a user namespace of its own, and the kernel lets a process read another's
+``/proc/PID/environ`` (or reach its files through ``/proc/PID/root``) only within one
+user namespace (or with ``CAP_SYS_PTRACE``); ``ProtectProc=invisible`` hides them too.
+As defence in depth a system instance also runs in another group than the daemon's
+(`exec_group`), the daemon's user still (the workspace is its files).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ __all__ = [
 EXEC_SOCKET_NAME = "familiar-exec.socket"
 EXEC_SERVICE_NAME = "familiar-exec@.service"
 EXEC_GROUPS = ("nogroup", "nobody")
-"""Groups a system exec instance may run in (the first that exists), never the daemon's."""
+"""Groups a system exec instance runs in (the first that exists and is not the daemon's)."""
 _SERVER = Path("core") / "tools" / "exec_server.py"
 _HOME_DIRS = (Path("/home"), Path("/root"), Path("/run/user"))
 _RUNTIME_MARGIN = 60
@@ -72,11 +72,8 @@ def exec_socket_path(kind: str) -> str:
 
 
 def exec_group(daemon_group: str) -> str:
-    """The group of a system exec instance: one of `EXEC_GROUPS`, not the daemon's.
-
-    Raises:
-        ConfigError: none exists, or the daemon's group is the only one.
-    """
+    """The group of a system exec instance: the first of `EXEC_GROUPS` that exists and
+    is not the daemon's, else the daemon's own (user namespaces keep them apart)."""
     for name in EXEC_GROUPS:
         try:
             grp.getgrnam(name)
@@ -84,11 +81,7 @@ def exec_group(daemon_group: str) -> str:
             continue
         if name != daemon_group:
             return name
-    raise ConfigError(
-        f"the exec unit needs a group other than the daemon's ({daemon_group}) to run "
-        f"commands in, and none of {', '.join(EXEC_GROUPS)} exists here (or the daemon "
-        "runs in it); run the daemon as its own user and group (useradd --system familiar)"
-    )
+    return daemon_group
 
 
 def _under_home(path: Path) -> bool:
@@ -122,7 +115,7 @@ def render_exec_units(
 
     Raises:
         ConfigError: a relative path, a system unit without a user, a value a unit file
-            cannot carry, or no group to run commands in.
+            cannot carry.
     """
     from core.memory.files import MEMORY_DIR  # the tools' guard of global memory
 
