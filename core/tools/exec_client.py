@@ -36,6 +36,12 @@ _HINT = (
 )
 
 
+_CLOSED = (
+    "the exec unit closed the connection without an exit status (the instance failed "
+    f"to start or was killed); {_HINT}"
+)
+
+
 class UnitTimeout(Exception):
     """The exec unit killed the command at its timeout."""
 
@@ -46,11 +52,8 @@ async def _frame(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
         if kind not in KINDS or size > _MAX_FRAME:
             raise ToolFailed(f"the exec unit sent a malformed frame ({kind!r}, {size} bytes)")
         return kind, await reader.readexactly(size)
-    except asyncio.IncompleteReadError:
-        raise ToolFailed(
-            "the exec unit closed the connection without an exit status (the instance "
-            f"failed to start or was killed); {_HINT}"
-        ) from None
+    except (asyncio.IncompleteReadError, ConnectionResetError):
+        raise ToolFailed(_CLOSED) from None
 
 
 async def run_in_unit(
@@ -107,7 +110,9 @@ async def run_in_unit(
                     raise ToolFailed(f"the exec unit sent an unexpected frame {kind!r}")
     except TimeoutError:
         raise UnitTimeout() from None  # the unit did not report in time: hang up on it
-    except (ConnectionError, OSError) as exc:
+    except ConnectionError:  # it hung up before the request was read
+        raise ToolFailed(_CLOSED) from None
+    except OSError as exc:
         raise ToolFailed(f"the connection to the exec unit broke: {exc}; {_HINT}") from None
     finally:
         writer.close()
