@@ -61,9 +61,9 @@ EXEC_SOCKET_ENV = "FAMILIAR_EXEC_SOCKET"
 """Set by the daemon's rendered unit: the ``ListenStream=`` of ``familiar-exec.socket``."""
 
 NAMESPACES = ("--unshare-user", "--unshare-ipc", "--unshare-pid")
-"""The namespaces every command gets (plus a network one with ``network = false``): what
-the systemd units' ``RestrictNamespaces=`` allows. Not UTS or cgroup ones: without
-capabilities on the host the command cannot set the hostname or write a cgroup anyway."""
+"""The namespaces every command gets in bubblewrap (plus a network one with ``network =
+false``). Not UTS or cgroup ones: without capabilities on the host the command cannot set
+the hostname or write a cgroup anyway."""
 
 
 def command_env(workspace: Path, passthrough: Iterable[str] = ()) -> dict[str, str]:

@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from gateway.service import CODE_ROOT, exec_start_for, render_unit
+from gateway.service import CODE_ROOT, UnitKind, exec_start_for, render_unit
 from gateway.service_exec import (
     EXEC_SERVICE_NAME,
     EXEC_SOCKET_NAME,
@@ -118,11 +118,20 @@ def _same(text: str) -> str:
 class Units:
     """The rendered daemon unit and exec units, written to a directory."""
 
-    def __init__(self, home: Path, directory: Path, socket: str, *, network: bool = True) -> None:
-        self.home, self.directory = home, directory
+    def __init__(
+        self,
+        home: Path,
+        directory: Path,
+        socket: str,
+        *,
+        network: bool = True,
+        kind: UnitKind = "system",
+    ) -> None:
+        self.home, self.directory, self.kind = home, directory, kind
         start = exec_start_for(home)
+        user, group = (USER, DAEMON_GROUP) if kind == "system" else (None, None)
         self.daemon = render_unit(
-            "system", exec_start=start, home=home, user=USER, group=DAEMON_GROUP, exec_socket=socket
+            kind, exec_start=start, home=home, user=user, group=group, exec_socket=socket
         )
         settings = ExecUnitSettings(
             home=home,
@@ -132,7 +141,7 @@ class Units:
             network=network,
             socket=socket,
         )
-        self.exec = render_exec_units("system", settings, user=USER, group=DAEMON_GROUP)
+        self.exec = render_exec_units(kind, settings, user=user, group=group)
 
     def write(self, *, daemon: Change = _same, service: Change = _same) -> dict[str, Path]:
         texts = {
@@ -140,7 +149,7 @@ class Units:
             EXEC_SOCKET_NAME: self.exec[EXEC_SOCKET_NAME],
             EXEC_SERVICE_NAME: service(self.exec[EXEC_SERVICE_NAME]),
         }
-        paths = {}
+        paths = {"kind": Path(self.kind)}
         for name, text in texts.items():
             paths[name] = self.directory / name
             paths[name].write_text(text)
@@ -175,7 +184,9 @@ class Activation:
 def activation(paths: dict[str, Path], *, cgroup_kill: bool = True) -> Iterator[Activation]:
     argv = [sys.executable, "-m", "tests.unitsim.activate"]
     argv += ["--socket", str(paths[EXEC_SOCKET_NAME]), "--service", str(paths[EXEC_SERVICE_NAME])]
-    argv += ["--kind", "system", "--user", USER]
+    argv += ["--kind", str(paths["kind"]), "--user", USER]
+    if str(paths["kind"]) == "user":  # a user's own interpreter is in reach of the user
+        argv += ["--reach", str(Path(sys.executable).resolve())]
     argv += [] if cgroup_kill else ["--no-cgroup-kill"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     act = Activation(proc)
@@ -191,7 +202,12 @@ def activation(paths: dict[str, Path], *, cgroup_kill: bool = True) -> Iterator[
 
 
 def _gateway_exec(
-    daemon_unit: Path, home: Path, command: str, *, network: bool = True, timeout: float = 20
+    paths: dict[str, Path],
+    home: Path,
+    command: str,
+    *,
+    network: bool = True,
+    timeout: float = 20,
 ) -> dict[str, Any]:
     """Run ``command`` through familiar's exec, from a process under the daemon's unit."""
     config = json.dumps({"sandbox": "auto", "network": network})
@@ -202,8 +218,9 @@ def _gateway_exec(
         "INVOCATION_ID": "0123456789abcdef",  # systemd sets it for every service
     }
     argv = [
-        *(sys.executable, "-m", "tests.unitsim.run", "--unit", str(daemon_unit)),
-        *("--kind", "system", "--user", USER, "--reach", str(Path(sys.executable).resolve())),
+        *(sys.executable, "-m", "tests.unitsim.run", "--unit", str(paths["familiar.service"])),
+        *("--kind", str(paths["kind"]), "--user", USER),
+        *("--reach", str(Path(sys.executable).resolve())),
         *("--", sys.executable, "-m", "tests.unitsim.probe", config, str(home / "workspace")),
         *(command.replace("{home}", str(home)), str(timeout)),
     ]
@@ -227,20 +244,25 @@ def _confined(found: dict[str, Any]) -> str:
     return output
 
 
-def test_exec_runs_confined_in_the_exec_unit(home: Path, tmp_path: Path, socket_path: str) -> None:
-    units = Units(home, tmp_path, socket_path)
-    paths = units.write()
+@pytest.mark.parametrize("kind", ["system", "user"])
+def test_exec_runs_confined_in_the_exec_unit(
+    home: Path, tmp_path: Path, socket_path: str, kind: UnitKind
+) -> None:
+    paths = Units(home, tmp_path, socket_path, kind=kind).write()
     with activation(paths) as act:
-        output = _confined(_gateway_exec(paths["familiar.service"], home, PROBE))
+        output = _confined(_gateway_exec(paths, home, PROBE))
         act.expect("stopped 1")
     assert re.search(r"net=[2-9]", output), output  # the host's interfaces: network on
     assert (home / "workspace" / "written").exists()
 
 
-def test_network_off_isolates_the_command(home: Path, tmp_path: Path, socket_path: str) -> None:
-    paths = Units(home, tmp_path, socket_path, network=False).write()
+@pytest.mark.parametrize("kind", ["system", "user"])
+def test_network_off_isolates_the_command(
+    home: Path, tmp_path: Path, socket_path: str, kind: UnitKind
+) -> None:
+    paths = Units(home, tmp_path, socket_path, network=False, kind=kind).write()
     with activation(paths):
-        found = _gateway_exec(paths["familiar.service"], home, PROBE, network=False)
+        found = _gateway_exec(paths, home, PROBE, network=False)
     assert "net=1" in _confined(found)  # /proc/net/dev: the loopback alone
 
 
@@ -260,7 +282,7 @@ def _timeout_run(paths: dict[str, Path], home: Path, *, cgroup_kill: bool) -> li
     marker = f"3007.{secrets.randbelow(10**6):06d}"
     command = f"setsid sleep {marker} > /dev/null 2>&1 & echo started; sleep 600"
     with activation(paths, cgroup_kill=cgroup_kill) as act:
-        found = _gateway_exec(paths["familiar.service"], home, command, timeout=3)
+        found = _gateway_exec(paths, home, command, timeout=3)
         act.expect("stopped 1")
         result = found["result"]
         assert result.startswith("failed: command timed out after 3s"), result
@@ -268,10 +290,11 @@ def _timeout_run(paths: dict[str, Path], home: Path, *, cgroup_kill: bool) -> li
         return _survivors(marker)
 
 
+@pytest.mark.parametrize("kind", ["system", "user"])
 def test_a_setsid_child_does_not_outlive_the_timeout(
-    home: Path, tmp_path: Path, socket_path: str
+    home: Path, tmp_path: Path, socket_path: str, kind: UnitKind
 ) -> None:
-    paths = Units(home, tmp_path, socket_path).write()
+    paths = Units(home, tmp_path, socket_path, kind=kind).write()
     assert _timeout_run(paths, home, cgroup_kill=True) == []
 
 
@@ -321,7 +344,7 @@ def test_controls_without_a_protection_the_command_sees_secrets(
 ) -> None:
     paths = Units(home, tmp_path, socket_path).write(daemon=daemon, service=service)
     with activation(paths):
-        found = _gateway_exec(paths["familiar.service"], home, PROBE)
+        found = _gateway_exec(paths, home, PROBE)
     assert leak in found["result"], found["result"]
 
 

@@ -40,7 +40,8 @@ def cgroup2_root() -> Path | None:
     return None
 
 
-def _listen(directives: Directives) -> socket.socket:
+def _listen(directives: Directives, owner: tuple[int, int] | None) -> socket.socket:
+    """The listening socket; ``owner`` (uid, gid) for a user manager's socket."""
     path = last(directives, "ListenStream")
     if last(directives, "Accept") != "yes" or not path.startswith("/"):
         sys.exit("unitsim.activate: only Accept=yes on a ListenStream= path is modelled")
@@ -50,10 +51,11 @@ def _listen(directives: Directives) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(path)
     user, group = last(directives, "SocketUser"), last(directives, "SocketGroup")
+    uid, gid = owner or (0, 0)
     os.chown(
         path,
-        pwd.getpwnam(user).pw_uid if user else 0,
-        grp.getgrnam(group).gr_gid if group else 0,
+        pwd.getpwnam(user).pw_uid if user else uid,
+        grp.getgrnam(group).gr_gid if group else gid,
     )
     os.chmod(path, int(last(directives, "SocketMode", "0666"), 8))
     sock.listen(int(last(directives, "Backlog", "128")))
@@ -90,7 +92,9 @@ def main() -> None:
     root = cgroup2_root()
     if root is None:
         sys.exit("unitsim.activate: no writable cgroup v2 hierarchy")
-    sock = _listen(parse_section(args.socket, "Socket"))
+    account = pwd.getpwnam(args.user)
+    owner = (account.pw_uid, account.pw_gid) if args.kind == "user" else None
+    sock = _listen(parse_section(args.socket, "Socket"), owner)
     argv = _exec_start(parse_section(args.service, "Service"))
     run = [sys.executable, "-m", "tests.unitsim.run", "--unit", str(args.service)]
     run += ["--kind", args.kind, "--user", args.user, "--listen-fd"]

@@ -209,6 +209,7 @@ def main() -> None:
         os.setgid(gid)
         os.setuid(uid)
     else:
+        os.chown(stash, uid, gid)  # the user manager's own scratch space
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
