@@ -58,6 +58,7 @@ PROBE = (
     'echo "environ=$(tr "\\0" "\\n" < /proc/$PPID/environ | grep -c canary)"; '
     'echo "any_environ=$(cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" | grep -c canary)"; '
     'touch written && echo "workspace=writable"; '
+    'touch memory/note.md 2>/dev/null || echo "memory=read-only"; '
     'touch /usr/unitsim 2>/dev/null || echo "system=read-only"; '
     'echo "net=$(grep -c : /proc/net/dev)"'
 )
@@ -90,9 +91,9 @@ def home() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="familiar-unitsim-", dir="/var/lib"))
     account = pwd.getpwnam(USER)
     try:
-        (path / "workspace").mkdir()
+        (path / "workspace" / "memory").mkdir(parents=True)
         (path / "config.toml").write_text(f'[provider]\napi_key = "{CONFIG_SECRET}"\n')
-        for item in (path, path / "workspace", path / "config.toml"):
+        for item in (path, path / "workspace", path / "workspace" / "memory", path / "config.toml"):
             os.chown(item, account.pw_uid, account.pw_gid)
         path.chmod(0o700)
         yield path
@@ -241,6 +242,7 @@ def _confined(found: dict[str, Any]) -> str:
     assert "home=workspace \n" in output  # nothing else of FAMILIAR_HOME
     assert "environ=0" in output and "any_environ=0" in output and ENV_SECRET not in output
     assert "workspace=writable" in output and "system=read-only" in output
+    assert "memory=read-only" in output  # global memory: through the agent's tools only
     return output
 
 
