@@ -197,6 +197,7 @@ def _temporary_file_systems(directives: Directives) -> list[str]:
     for value in directives.get("TemporaryFileSystem", []):
         for word in words(value):
             path, _, options = word.partition(":")
+            os.makedirs(path, exist_ok=True)  # systemd makes a missing mount point too
             mount("tmpfs", path, "tmpfs", MS_NODEV | MS_STRICTATIME, "mode=0755")
             if "ro" in options.split(","):
                 later.append(path)
