@@ -257,6 +257,11 @@ async def test_install_user_unit_now(tmp_path: Path) -> None:
         "user", exec_start=exec_start_for(home), home=home, user=None
     )
     assert unit.stat().st_mode & 0o777 == 0o644
+    settings = ExecUnitSettings(
+        home=home, workspace=home / "workspace", python=sys.executable, code_root=CODE_ROOT
+    )
+    for name, text in render_exec_units("user", settings, user=None, group=None).items():
+        assert (tmp_path / "user-units" / name).read_text() == text
     assert home.is_dir()
     assert fake.calls == [
         ["systemctl", "--user", "daemon-reload"],
@@ -264,6 +269,32 @@ async def test_install_user_unit_now(tmp_path: Path) -> None:
     ]
     assert any(f"loginctl enable-linger {ME}" in line for line in lines)
     assert any(str(unit) in line for line in lines)
+
+
+async def test_install_renders_the_exec_unit_from_the_config(tmp_path: Path) -> None:
+    home = tmp_path / "fam"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        'workspace = "/srv/work"\n[tools.exec]\nnetwork = false\nmax_timeout = 120\n'
+    )
+    await _manager(tmp_path, FakeSystemctl()).install("user", home=home)
+    service = (tmp_path / "user-units" / EXEC_SERVICE_NAME).read_text().splitlines()
+    assert "PrivateNetwork=yes" in service and "BindPaths=-/srv/work" in service
+    assert "RuntimeMaxSec=180s" in service
+    assert any(
+        line.endswith("--workspace /srv/work --max-timeout 120 --network off") for line in service
+    )
+
+
+async def test_an_invalid_config_stops_install_before_anything_is_written(tmp_path: Path) -> None:
+    home = tmp_path / "fam"
+    home.mkdir()
+    (home / "config.toml").write_text("[tools.exec]\nnetwork = 3\n")
+    fake = FakeSystemctl()
+    with pytest.raises(ConfigError, match=r"tools\.exec\.network"):
+        await _manager(tmp_path, fake).install("user", home=home)
+    assert fake.calls == []
+    assert not (tmp_path / "user-units").exists()
 
 
 async def test_install_system_unit_without_now(tmp_path: Path) -> None:
