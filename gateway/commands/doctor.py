@@ -201,7 +201,17 @@ def _sandbox_verdict(label: str, choice: dict[str, Any], *, network: bool) -> _C
             f"{choice.get('problem')}",
             warn=True,
         )
-    return _Check(label, True, f"bwrap (bubblewrap), network {'on' if network else 'off'}")
+    if choice["name"] == "systemd":
+        if choice.get("problem"):  # commands fail (clearly) until the socket listens
+            return _Check(label, False, f"systemd exec unit: {choice['problem']}")
+        return _Check(
+            label, True, f"systemd exec unit (familiar-exec.socket), network {_on(network)}"
+        )
+    return _Check(label, True, f"bwrap (bubblewrap), network {_on(network)}")
+
+
+def _on(network: bool) -> str:
+    return "on" if network else "off"
 
 
 async def _check_daemon(home: Path) -> list[_Check]:

@@ -117,7 +117,11 @@ def _sandbox_text(sandbox: Any) -> str:
     if sandbox["name"] == "none":
         why = f": {sandbox['problem']}" if sandbox.get("problem") else ""
         return f"NONE (commands run unconfined){why}"
-    return f"bwrap, network {'on' if sandbox.get('network') else 'off'}"
+    network = "on" if sandbox.get("network") else "off"
+    if sandbox["name"] == "systemd":
+        problem = f" ({sandbox['problem']})" if sandbox.get("problem") else ""
+        return f"systemd exec unit, network {network}{problem}"
+    return f"bwrap, network {network}"
 
 
 def _channel_state(channel: dict[str, Any]) -> Text:
