@@ -77,6 +77,9 @@ class SpawnRequest:
     parent: InboundMessage | None = None
     """The message the parent is answering (where a handoff goes; makes a rerun of it
     find the same child)."""
+    handoff: bool = True
+    """False: a background agent's answer is only recorded, never handed to the parent
+    as a new message (its parent collects it, or nobody waits for it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +227,7 @@ class TaskRegistry:
             "delivery": (delivery or Delivery(channel=SUBAGENT_CHANNEL)).model_dump_json(),
             "snapshot": snapshot,
             "message_id": message_id,
-            "handoff": mode == "background" and memory_mode != "isolated",
+            "handoff": request.handoff and mode == "background" and memory_mode != "isolated",
             "created_at": now,
             "updated_at": now,
         }
