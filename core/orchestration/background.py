@@ -36,22 +36,24 @@ class BackgroundWaiter:
         self._registry = registry
         self._todos = todos
 
-    async def running(self, ctx: ToolContext) -> list[TaskRecord]:
-        """The background agents the message of ``ctx`` started that still run."""
+    async def started(self, ctx: ToolContext, *, running: bool = True) -> list[TaskRecord]:
+        """The background agents the message of ``ctx`` started (those still running)."""
         if not ctx.message_id:
             return []
         prefix = f"{ctx.message_id}:"
         found = await self._registry.repo.list(
-            owner_key=ctx.session_key, statuses=("running",), limit=500
+            owner_key=ctx.session_key, statuses=("running",) if running else (), limit=500
         )
         return [
             t for t in found if t.mode == "background" and (t.spawn_key or "").startswith(prefix)
         ][:_MAX_WAITED]
 
     async def settle(self, ctx: ToolContext) -> str | None:
-        running = await self.running(ctx)
+        running = await self.started(ctx)
         if not running:
-            return None
+            # Its agents may have finished before it asked (e.g. after a restart): todos
+            # they unblocked are still the run's to start.
+            return await self._unblocked(ctx)
         await self._store.transact(lambda conn: self._keep_results(conn, running))
         waits = [
             asyncio.ensure_future(self._registry.wait(t, capacity=ctx.capacity)) for t in running
@@ -71,6 +73,22 @@ class BackgroundWaiter:
         )
         return await self._report(ctx, outcomes)
 
+    async def _unblocked(self, ctx: ToolContext) -> str | None:
+        """A report when todos became ready through agents this message started."""
+        todos = await self._todos.list(ctx.session_key)
+        if not todos:
+            return None
+        own = {t.id for t in await self.started(ctx, running=False)}
+        by_id = {t.id: t for t in todos}
+        ready = [
+            t
+            for t in ready_todos(todos)
+            if any(by_id[d].agent_id in own for d in t.depends_on if d in by_id)
+        ]
+        if not ready:
+            return None
+        return await self._report(ctx, [])
+
     def _keep_results(self, conn: Connection, tasks: list[TaskRecord]) -> None:
         for task in tasks:
             self._registry.repo.update_in(
@@ -82,7 +100,7 @@ class BackgroundWaiter:
 
     async def _report(self, ctx: ToolContext, outcomes: list[WaitOutcome]) -> str:
         limit = self._registry.config.result_max_chars
-        lines = ["Background agents you started reported back:"]
+        lines = ["Background agents you started reported back:"] if outcomes else []
         for outcome in outcomes:
             task = outcome.task
             what = f" ({task.description})" if task.description else ""
@@ -91,7 +109,7 @@ class BackgroundWaiter:
                 continue
             result = clip(outcome.result or "", limit)
             lines.append(f"- {task.id} {task.agent_type}{what}: {outcome.status}\n{result}")
-        still = await self.running(ctx)
+        still = await self.started(ctx)
         if still:
             lines.append(f"Still running: {', '.join(t.id for t in still)}.")
         todos = await self._todos.list(ctx.session_key)
