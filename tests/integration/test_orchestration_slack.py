@@ -10,11 +10,22 @@ from typing import Any
 
 import pytest
 
+from channels.slack.intake import command_text
 from tests.fakes.fake_openai import FakeOpenAI, ScriptItem
 from tests.fakes.fake_slack import FakeSlack, event_body
 from tests.integration.slack_rig import gateway, mention, overrides
 from tests.integration.subagent_rig import last_text, last_user
 from tests.waiting import eventually
+
+
+def test_the_familiar_slash_command_maps_the_orchestration_commands() -> None:
+    assert command_text("research tides and currents") == "/research tides and currents"
+    assert command_text("subconscious run") == "/subconscious run"
+    assert command_text("fleet ship it") == "/fleet ship it"
+    assert command_text("review") == "/review"
+    assert command_text("autopilot on") == "/autopilot on"
+    assert command_text("reviewing my plan?") == "reviewing my plan?"
+
 
 FINDING = "billing.py:12: the refund is applied twice when the retry succeeds"
 
