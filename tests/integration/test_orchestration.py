@@ -11,9 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from core.orchestration.commands import RESEARCH_TOOLS
+from core.tasks.handoff import HANDOFF_MARKER
+from core.tasks.tools import agents_list
+from core.tools.base import ToolContext
 from tests.fakes.fake_openai import ScriptItem
 from tests.integration.harness import inbound
-from tests.integration.subagent_rig import last_text, last_user, only_task, rig, tool_results
+from tests.integration.subagent_rig import (
+    last_text,
+    last_user,
+    only_task,
+    rig,
+    spawn_call,
+    tool_results,
+)
 
 MAIN = "test:orchestrate"
 
@@ -200,3 +210,56 @@ async def test_autopilot_on_makes_a_plain_message_continue_until_task_complete(
     assert "session.task_complete" in work_types
     modes = [e.data for e in types if e.type == "session.mode_changed"]
     assert [(d.mode, d.enabled) for d in modes] == [("autopilot", True), ("autopilot", False)]  # type: ignore[union-attr]
+
+
+async def test_agents_list_shows_the_orchestration_agents_with_their_tools(
+    store_url: str, tmp_path: Path
+) -> None:
+    async with rig(tmp_path, store_url, lambda _s, _m: "unused") as (app, _replies, _fake):
+        ctx = ToolContext(workspace=tmp_path / "ws", session_key=MAIN, deps=app.tool_deps)
+        listed = json.loads(await agents_list.run(ctx, {}))
+    tools = {a["name"]: a["tools"] for a in listed["agents"]}
+    assert tools["code-review"] == ["exec", "read_file", "list_dir", "resolve_path", "recall"]
+    assert tools["research"] == [
+        "exec",
+        "read_file",
+        "list_dir",
+        "resolve_path",
+        "recall",
+        "mcp__*",
+    ]
+    assert tools["rem-agent"] == ["memory_consolidate"]
+
+
+async def test_an_autopilot_message_waits_for_its_background_agents(
+    store_url: str, tmp_path: Path
+) -> None:
+    release = asyncio.Event()
+
+    async def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        if session and session.startswith("subagent:"):
+            await release.wait()
+            return "the child's result"
+        last = str(messages[-1].get("content"))
+        if last == "go":
+            return [spawn_call("slow work", mode="background")]
+        if "reported back" in last and "the child's result" in last:
+            return [("task_complete", {"summary": "used the child's result"})]
+        if messages[-1].get("role") == "tool":
+            release.set()  # the child may answer only once the parent's run would end
+            return "started it; waiting"
+        return "nudged"
+
+    async with rig(tmp_path, store_url, respond) as (app, replies, fake):
+        message = inbound(MAIN, "go", autopilot=True)
+        await app.bus.publish_inbound(message)
+        (reply,) = await replies.wait([message.id])
+        task = await only_task(app, MAIN)
+        history = await app.sessions.all_history(MAIN)
+        main_calls = [e for e in fake.log if e["session"] == MAIN]
+        main_replies = [r for r in replies.by_inbound.values() if r.session_key == MAIN]
+    assert task.status == "completed" and task.mode == "background" and not task.handoff
+    assert len(main_calls) == 3 and "nudged" not in reply.text
+    assert any("the child's result" in m.content for m in history if m.role == "user")
+    assert not any(m.content.startswith(HANDOFF_MARKER) for m in history)
+    assert len(main_replies) == 1  # no handoff turn after the message
