@@ -63,8 +63,9 @@ class ReplyNotices(Protocol):
 class SessionModesView(Protocol):
     """A session's standing modes, as a turn reads them."""
 
-    async def autopilot(self, session_key: str) -> bool:
-        """Whether every message of the session runs in autopilot (``/autopilot on``)."""
+    def autopilot_in(self, conn: Connection, session_key: str) -> bool:
+        """Whether every message of the session runs in autopilot (``/autopilot on``),
+        read inside the transaction that begins the turn."""
         ...
 
 

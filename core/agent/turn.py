@@ -237,12 +237,13 @@ class TurnHandler:
         except CommandError as exc:
             return _Outcome(str(exc), "error", format="text")
 
-    async def _begin(self, claim: Claim) -> tuple[SessionState, list[HistoryEntry]]:
-        """Record the user turn (once, even on redelivery) and load the session's history."""
+    async def _begin(self, claim: Claim) -> tuple[SessionState, list[HistoryEntry], bool]:
+        """Record the user turn (once, even on redelivery) and load the session's history
+        and whether the session is in autopilot (``/autopilot on``)."""
         s, message = self._s, claim.message
         user_event = self._user_event(claim)
 
-        def job(conn: Connection) -> tuple[SessionState, list[HistoryEntry]]:
+        def job(conn: Connection) -> tuple[SessionState, list[HistoryEntry], bool]:
             state = s.sessions.ensure_in(conn, message.session_key, message.delivery.channel)
             # Not ``claim.attempt > 1``: a turn released at shutdown got its attempt back,
             # so its rerun is attempt 1 again although the user turn is already recorded.
@@ -250,7 +251,8 @@ class TurnHandler:
                 conn, state, inbound_id=message.id, text=message.text
             )
             s.events.add_in(conn, [user_event])
-            return state, history
+            standing = s.modes is not None and s.modes.autopilot_in(conn, message.session_key)
+            return state, history, standing
 
         return await s.store.transact(job)
 
@@ -263,7 +265,7 @@ class TurnHandler:
         macro: Macro | None = None,
     ) -> _Outcome:
         s, message = self._s, claim.message
-        state, history = await self._begin(claim)
+        state, history, standing = await self._begin(claim)
         window, summary = s.context.fit(
             [h.message for h in history],
             summary=state.summary,
@@ -310,7 +312,9 @@ class TurnHandler:
             skills=skills,
         )
         observer = _TurnObserver(hub=s.hub, events=s.events, message=message)
-        autopilot, background = await self._autopilot(tool_context, profile, macro, observer)
+        autopilot, background = await self._autopilot(
+            tool_context, standing and profile.depth == 0, macro, observer
+        )
         hooks = TurnHooks(
             hooks=s.hooks,
             message=message,
@@ -370,7 +374,7 @@ class TurnHandler:
     async def _autopilot(
         self,
         ctx: ToolContext,
-        profile: TurnProfile,
+        standing: bool,
         macro: Macro | None,
         observer: _TurnObserver,
     ) -> tuple[bool, Callable[[], Awaitable[str | None]] | None]:
@@ -387,9 +391,7 @@ class TurnHandler:
                 )
             )
             await observer.flush()  # logged before what the run starts (subagents)
-        autopilot = ctx.message.autopilot or (macro is not None and macro.autopilot)
-        if not autopilot and self._s.modes is not None and profile.depth == 0:
-            autopilot = await self._s.modes.autopilot(ctx.session_key)
+        autopilot = standing or ctx.message.autopilot or (macro is not None and macro.autopilot)
         waiter = self._s.background
         if not autopilot or waiter is None:
             return autopilot, None

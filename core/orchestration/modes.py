@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from sqlalchemy import Connection, insert, or_, select, update
+from sqlalchemy import Connection, bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from core.event_data import ModeChanged
@@ -16,6 +16,7 @@ from core.store.engine import Store
 __all__ = ["SessionModes"]
 
 _table = SessionModeRow.__table__  # type: ignore[attr-defined]
+_AUTOPILOT = select(_table.c.autopilot).where(_table.c.session_key == bindparam("key"))
 
 
 class SessionModes:
@@ -33,6 +34,11 @@ class SessionModes:
         query = select(_table.c.autopilot).where(_table.c.session_key == session_key)
         async with self._store.read() as conn:
             return bool((await conn.execute(query)).scalar())
+
+    @staticmethod
+    def autopilot_in(conn: Connection, session_key: str) -> bool:
+        """`autopilot` inside a caller's transaction job (the turn's first one)."""
+        return bool(conn.execute(_AUTOPILOT, {"key": session_key}).scalar())
 
     async def set_autopilot(
         self, session_key: str, enabled: bool, *, message_id: str | None = None
