@@ -8,6 +8,7 @@ also narrows the main agent's tools for the run, in code (`RESEARCH_TOOLS`).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -38,6 +39,11 @@ def research_slug(topic: str) -> str:
     """``workspace/research/<slug>.md``'s slug: lowercase words joined by hyphens."""
     slug = re.sub(r"[^a-z0-9]+", "-", topic.lower()).strip("-")
     return slug[:_SLUG_CHARS].rstrip("-") or "topic"
+
+
+def _in_git(workspace: Path) -> bool:
+    """Whether the workspace is (inside) a git repository."""
+    return any((folder / ".git").exists() for folder in (workspace, *workspace.parents))
 
 
 def _review_prompt(target: str) -> str:
@@ -107,7 +113,7 @@ class _Commands:
     async def review(self, _message: InboundMessage, args: str) -> Macro:
         target = args.strip()
         if not target:
-            if not (self._workspace / ".git").exists():
+            if not await asyncio.to_thread(_in_git, self._workspace):
                 raise CommandError(
                     "usage: /review WHAT (files, a commit, a PR description); without WHAT "
                     "it reviews the uncommitted changes of a git workspace, and this "
