@@ -194,8 +194,11 @@ async def run_agent(
             result.messages.append(tool_message)
             if call.name == TASK_COMPLETE_TOOL and not outcome.is_error:
                 result.task_complete = True
-                if not result.text:
-                    result.text = str(call.arguments.get("summary") or "Task complete.")
+                if not completion.text:
+                    # The summary is what the user is shown (the tool says so), not an
+                    # earlier step's "working on it"; text beside the call wins.
+                    summary = str(call.arguments.get("summary") or "").strip()
+                    result.text = summary or result.text or "Task complete."
         await observer.event(TurnEnd(iteration=result.llm_calls))
         ending = result.task_complete or not completion.tool_calls
         if ending and limits.autopilot and background is not None:

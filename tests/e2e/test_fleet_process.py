@@ -56,7 +56,7 @@ async def test_fleet_killed_mid_run_finishes_after_restart_one_agent_per_todo(
         ("fetch-b", "in_progress"),
         ("merge", "pending"),
     ]
-    assert json.loads(reply[0])["kind"] == "reply"
+    assert json.loads(reply[0])["text"] == "fleet done: merge result"
     assert [(i, s) for i, s, _ in after] == [
         ("fetch-a", "done"),
         ("fetch-b", "done"),

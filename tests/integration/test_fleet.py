@@ -127,7 +127,7 @@ async def test_fleet_runs_independent_todos_in_parallel_and_the_dependent_one_af
         tasks = {t.id: t for t in await app.tasks.repo.list(owner_key=MAIN)}
         events = await app.events.list(MAIN)
         parent_replies = [r for r in replies.by_inbound.values() if r.session_key == MAIN]
-    assert reply.kind == "reply"
+    assert reply.text == "fleet done: merge result"
     assert {k: t.status for k, t in board.items()} == dict.fromkeys(board, "done")
     assert len(tasks) == 3 and {t.agent_id for t in board.values()} == set(tasks)
     assert (
@@ -176,7 +176,7 @@ async def test_fleet_survives_a_restart_without_running_a_todo_twice(
         "fetch-b": "in_progress",
         "merge": "pending",
     }
-    assert reply.kind == "reply"
+    assert reply.text == "fleet done: merge result"
     assert {k: t.status for k, t in after.items()} == dict.fromkeys(after, "done")
     # One agent per todo, the same ones before and after the restart.
     assert len(tasks) == 3 and {t.agent_id for t in after.values()} == {t.id for t in tasks}

@@ -204,7 +204,7 @@ async def test_autopilot_on_makes_a_plain_message_continue_until_task_complete(
     assert "autopilot on" in status_reply.text
     # three LLM calls for the one message: two answers nudged on, then task_complete
     assert len(fake.log) == calls_before + 3 + 1
-    assert work_reply.text == "working, step 2"
+    assert work_reply.text == "all done"
     work_types = [e.type for e in types if e.message_id == work.id]
     assert work_types.count("assistant.turn_start") == 3
     assert "session.task_complete" in work_types
