@@ -78,6 +78,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_mcp
 	$(BIN)/python -m tests.bench.bench_teams
 	$(BIN)/python -m tests.bench.bench_subagents
+	$(BIN)/python -m tests.bench.bench_orchestration
 	$(BIN)/python -m tests.bench.bench_processes
 	$(BIN)/python -m tests.bench.bench_channel_processes
 	$(BIN)/python -m tests.bench.bench_cli_start

@@ -38,6 +38,7 @@ from core.memory.guard import MemoryFilesGuard
 from core.memory.semantic import SemanticRecall
 from core.memory.tools import memory_tools
 from core.messages import utcnow
+from core.orchestration.wiring import Orchestration, build_orchestration, orchestration_tools
 from core.providers.aliases import ModelAliases
 from core.providers.base import Provider
 from core.scheduling import (
@@ -101,6 +102,8 @@ class CoreApp:
     mcp_publisher: McpPublisher | None = None
     """Writes this agent process's MCP servers for the process that answers ``status``."""
     skills: SkillCatalog | None = None
+    orchestration: Orchestration | None = None
+    """Todos, session modes and memory consolidation (with subagents on)."""
 
     async def start(self) -> None:
         """Start everything (the one-process gateway): the agent side and the schedules."""
@@ -124,11 +127,15 @@ class CoreApp:
         if self.memory.semantic is not None:
             await self.memory.semantic.start()
         await self.compaction.start()
+        if self.orchestration is not None:
+            await self.orchestration.idle.start()
         self.mcp.start()  # eager servers, in the background: a bad one never blocks start
         if self.mcp.host is not None:
             await self.mcp.host.start()  # resume following the MCP tasks left running
 
     async def stop(self, *, grace: float | None = None) -> None:
+        if self.orchestration is not None:
+            await self.orchestration.idle.stop()
         await self.approvals.stop()
         await self.memory_files.stop()
         if self.memory.semantic is not None:
@@ -235,6 +242,7 @@ async def build_core(
             manage_schedule,
             *memory_tools(),
             *(subagent_tools() if tools.subagents.enabled else ()),
+            *(orchestration_tools() if tools.subagents.enabled else ()),
             *(skill_tools(max_bytes=tools.max_file_bytes) if skill_catalog else ()),
             *extra_tools,
         ],
@@ -255,6 +263,17 @@ async def build_core(
         config=tools.subagents,
     )
     register_task_commands(commands, task_registry)
+    orchestration = (
+        build_orchestration(
+            store=store,
+            events=events,
+            sessions=sessions,
+            memory=memory_service,
+            registry=task_registry,
+        )
+        if tools.subagents.enabled
+        else None
+    )
     context = ContextBuilder(
         workspace=workspace,
         config=agent.context,
@@ -335,6 +354,7 @@ async def build_core(
             task_registry,
             hub,
             *((skill_catalog,) if skill_catalog else ()),
+            *(orchestration.tool_services if orchestration else ()),
         ),
         compaction=compaction if memory.compaction == "model" else None,
         notices=approvals,
@@ -342,6 +362,9 @@ async def build_core(
         profiles=task_registry.profiles,
         before_tools=mcp_manager.first_use,  # servers may come later, with a reload
         skills=skill_catalog,
+        modes=orchestration.modes if orchestration else None,
+        background=orchestration.waiter if orchestration else None,
+        reserved_tools=orchestration.reserved_tools if orchestration else {},
     )
     register_status_command(
         commands,
@@ -349,6 +372,8 @@ async def build_core(
         queue=bus,
         provider=lambda: provider.name if provider is not None else None,
     )
+    if orchestration is not None:
+        orchestration.register_commands(commands, workspace=workspace)
     runtime = AgentRuntime(
         inbox=bus,
         turns=TurnHandler(services=turn_services, owner=owner),
@@ -386,4 +411,5 @@ async def build_core(
         mcp=mcp_manager,
         tasks=task_registry,
         skills=skill_catalog,
+        orchestration=orchestration,
     )

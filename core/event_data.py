@@ -25,6 +25,9 @@ __all__ = [
     "HookError",
     "Idle",
     "McpSampling",
+    "MemoryConsolidated",
+    "ModeChanged",
+    "OrchestrationStarted",
     "ScheduleCancelled",
     "ScheduleCreated",
     "ScheduleFired",
@@ -34,6 +37,7 @@ __all__ = [
     "SubagentFailed",
     "SubagentStarted",
     "TaskComplete",
+    "TodoUpdated",
     "ToolComplete",
     "ToolStart",
     "TurnEnd",
@@ -71,6 +75,10 @@ class EventType(StrEnum):
     APPROVAL_DECIDED = "tool.approval_decided"
     DELIVERY_FAILED = "delivery.failed"
     COMPACTION = "session.compaction"
+    MODE_CHANGED = "session.mode_changed"
+    ORCHESTRATION_STARTED = "orchestration.started"
+    TODO_UPDATED = "todo.updated"
+    MEMORY_CONSOLIDATED = "memory.consolidated"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -337,6 +345,51 @@ class SubagentFailed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModeChanged:
+    """A session's standing mode changed (``/autopilot on|off``)."""
+
+    type: ClassVar[EventType] = EventType.MODE_CHANGED
+    mode: str
+    enabled: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OrchestrationStarted:
+    """An orchestration command (``/review``, ``/research``, ``/fleet``) began its run."""
+
+    type: ClassVar[EventType] = EventType.ORCHESTRATION_STARTED
+    command: str
+    argument: str = ""
+    tools: list[str] | None = None
+    """The only tools the main agent may use while it runs (None: its usual ones)."""
+    report: str | None = None
+    """Where the run writes its report (``/research``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TodoUpdated:
+    """A todo was added or changed status (``todo`` tool, ``/fleet``)."""
+
+    type: ClassVar[EventType] = EventType.TODO_UPDATED
+    todo_id: str
+    status: str
+    title: str | None = None
+    agent_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryConsolidated:
+    """rem-agent changed a session's memory: merged, dropped or added entries."""
+
+    type: ClassVar[EventType] = EventType.MEMORY_CONSOLIDATED
+    action: str
+    scope: str
+    removed: list[int] = field(default_factory=list)
+    added: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownEvent:
     """An event of a type this version does not know, kept as read."""
 
@@ -368,6 +421,10 @@ EventPayload = (
     | SubagentStarted
     | SubagentCompleted
     | SubagentFailed
+    | ModeChanged
+    | OrchestrationStarted
+    | TodoUpdated
+    | MemoryConsolidated
     | UnknownEvent
 )
 
@@ -397,6 +454,10 @@ _KNOWN: dict[str, type[Any]] = {
         SubagentStarted,
         SubagentCompleted,
         SubagentFailed,
+        ModeChanged,
+        OrchestrationStarted,
+        TodoUpdated,
+        MemoryConsolidated,
     )
 }
 

@@ -115,6 +115,9 @@ COMMANDS = {
     "tasks": LazyCommand(
         "gateway.commands.tasks:tasks_app", "Subagents started by the agent (list, show, cancel)."
     ),
+    "todos": LazyCommand(
+        "gateway.commands.todos:todos_app", "Fleet todos of the conversations (list)."
+    ),
     "agents": LazyCommand(
         "gateway.commands.agents:agents_app",
         "Agent types: built-in ones and agent files, their tools and models (list).",

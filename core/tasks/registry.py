@@ -75,8 +75,9 @@ class SpawnRequest:
     mode: str = "sync"
     model: str | None = None
     parent: InboundMessage | None = None
-    """The message the parent is answering (where a handoff goes; makes a rerun of it
-    find the same child)."""
+    """The message the parent answers (where a handoff goes; a rerun finds the same child)."""
+    handoff: bool = True
+    """False: a background answer is only recorded (the parent collects it), never handed off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +225,7 @@ class TaskRegistry:
             "delivery": (delivery or Delivery(channel=SUBAGENT_CHANNEL)).model_dump_json(),
             "snapshot": snapshot,
             "message_id": message_id,
-            "handoff": mode == "background" and memory_mode != "isolated",
+            "handoff": request.handoff and mode == "background" and memory_mode != "isolated",
             "created_at": now,
             "updated_at": now,
         }

@@ -2,7 +2,7 @@
 poller's lease) and servers' questions to the person
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 Create Date: 2026-11-27 09:00:00.000000
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0013"
-down_revision: str | None = "0011"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
