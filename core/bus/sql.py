@@ -22,7 +22,6 @@ from core.bus.wakeups import Wakeups
 from core.messages import InboundMessage, OutboundMessage
 from core.store.engine import Store
 from core.store.models import SessionRow
-from core.store.prepared import Prepared
 from core.store.sql import insert_ignore
 
 __all__ = ["DEDUPE_WINDOW_SECONDS", "SqlBus", "is_control"]
@@ -51,7 +50,7 @@ _QUEUED_BESIDE = (
     .scalar_subquery()
 )
 """Another message of the settled one's session still queued (or in another claim)."""
-_SETTLE = Prepared(
+_SETTLE = (
     update(_inbound)
     .where(
         _inbound.c.id == bindparam("message_id"),
@@ -88,7 +87,7 @@ _CONTROLS = (
 # busy, and the UPDATE re-checks each head row it takes against the newest committed
 # version (a head another claimer took, or that was settled since, is skipped). A head
 # only ever leaves the eligible states, or comes back by a release of that same head.
-_CLAIM = Prepared(
+_CLAIM = (
     update(_inbound)
     .where(or_(_inbound.c.seq.in_(_HEADS), _inbound.c.seq.in_(_CONTROLS)), _ELIGIBLE)
     .values(
@@ -99,7 +98,7 @@ _CLAIM = Prepared(
     )
     .returning(_inbound.c.seq, _inbound.c.payload, _inbound.c.attempts)
 )
-_DELIVERED = Prepared(
+_DELIVERED = (
     update(_outbound)
     .where(_outbound.c.id == bindparam("outbound_id"), _outbound.c.status == "pending")
     .values(
@@ -143,8 +142,8 @@ def _lease_outbound_statement(*, lock: bool) -> Update:
     )
 
 
-_LEASE_OUTBOUND = Prepared(_lease_outbound_statement(lock=False))
-_LEASE_OUTBOUND_LOCKED = Prepared(_lease_outbound_statement(lock=True))
+_LEASE_OUTBOUND = _lease_outbound_statement(lock=False)
+_LEASE_OUTBOUND_LOCKED = _lease_outbound_statement(lock=True)
 _DUE_REPLIES = _DUE_OUTBOUND.with_only_columns(_outbound.c.payload, _outbound.c.attempts)
 _PRUNE_ONCE_EVERY = 60.0
 """Seconds between deletions of a channel's expired one-time keys (per process)."""
@@ -245,8 +244,8 @@ class SqlBus(SqlLookups, SuspectClaims):
                 first = take_in(conn, dialect, f"{channel}:{message.event_id}", message.id, now)
                 if first is not None:
                     return Published(first, duplicate=True)
-            inserted = insert_ignore(dialect, _inbound).run(
-                conn,
+            inserted = conn.execute(
+                insert_ignore(dialect, _inbound),
                 {
                     "id": message.id,
                     "session_key": message.session_key,
@@ -256,11 +255,11 @@ class SqlBus(SqlLookups, SuspectClaims):
                     "created_at": now,
                     "attempts": 0,
                 },
-            )
+            ).rowcount
             if inserted == 0:
                 return Published(message.id, duplicate=True)
-            insert_ignore(dialect, _sessions).run(
-                conn,
+            conn.execute(
+                insert_ignore(dialect, _sessions),
                 {
                     "key": message.session_key,
                     "channel": channel,
@@ -294,7 +293,7 @@ class SqlBus(SqlLookups, SuspectClaims):
         params = {"now": now, "limit": limit, "owner": owner, "until": now + lease_seconds}
 
         def job(conn: Connection) -> list[tuple[int, str, int]]:
-            return [(r[0], r[1], r[2]) for r in _CLAIM.rows(conn, params)]
+            return [(r[0], r[1], r[2]) for r in conn.execute(_CLAIM, params)]
 
         rows = sorted(await self._store.write_one(job))
         return [Claim(InboundMessage.model_validate_json(p), attempt=a) for _, p, a in rows]
@@ -314,8 +313,8 @@ class SqlBus(SqlLookups, SuspectClaims):
         message went to another attempt, which answers it.
         """
         now = self._clock()
-        settled = _SETTLE.first(
-            conn,
+        settled = conn.execute(
+            _SETTLE,
             {
                 "message_id": message_id,
                 "owner": owner,
@@ -323,11 +322,11 @@ class SqlBus(SqlLookups, SuspectClaims):
                 "now": now,
                 "b_session_key": "" if reply is None else reply.session_key,
             },
-        )
+        ).first()
         if settled is None:
             return False
         if reply is not None:
-            insert_ignore(self._store.dialect, _outbound).run(conn, reply_row(reply, now))
+            conn.execute(insert_ignore(self._store.dialect, _outbound), reply_row(reply, now))
             self._remember_idle(message_id, idle=settled[0] is None)
         return True
 
@@ -471,7 +470,7 @@ class SqlBus(SqlLookups, SuspectClaims):
             "until": now + lease_seconds,
             "b_owner": self._owner,
         }
-        taken = await self._store.write_one(lambda conn: statement.rows(conn, params))
+        taken = await self._store.write_one(lambda conn: conn.execute(statement, params).all())
         rows = sorted(taken, key=lambda r: float(r[2]))
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a, _ in rows]
 
@@ -517,7 +516,7 @@ class SqlBus(SqlLookups, SuspectClaims):
         row = reply_row(message, self._clock())
         dialect = self._store.dialect
         stored = await self._store.write_one(
-            lambda conn: insert_ignore(dialect, _outbound).run(conn, row)
+            lambda conn: conn.execute(insert_ignore(dialect, _outbound), row).rowcount
         )
         self._outbound_signals.set(message.delivery.channel)
         self._announce(("outbound", message.delivery.channel))
@@ -526,7 +525,7 @@ class SqlBus(SqlLookups, SuspectClaims):
     async def mark_delivered(self, outbound_id: str) -> bool:
         now = self._clock()
         res = await self._store.write_one(
-            lambda conn: _DELIVERED.run(conn, {"outbound_id": outbound_id, "now": now})
+            lambda conn: conn.execute(_DELIVERED, {"outbound_id": outbound_id, "now": now}).rowcount
         )
         return bool(res == 1)
 
