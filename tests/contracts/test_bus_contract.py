@@ -110,15 +110,22 @@ async def test_a_repeated_message_is_stored_once(sides: tuple[Side, Side]) -> No
     a, b = sides
     sent = message("cli:a", "once", event_id="ev-1")
     retried = message("cli:a", "once again", event_id="ev-1")  # a platform's retry
+    plain = message("cli:b", "no event id")
 
     first = await a.bus.publish_inbound(sent)
-    same_id = await b.bus.publish_inbound(sent)
     same_event = await b.bus.publish_inbound(retried)
+    results = [await side.bus.publish_inbound(plain) for side in (a, b, a)]
 
     assert not first.duplicate
-    assert (same_id.message_id, same_id.duplicate) == (sent.id, True)
     assert (same_event.message_id, same_event.duplicate) == (sent.id, True)
-    assert texts(await a.bus.claim(owner="a", limit=10, lease_seconds=60)) == ["once"]
+    assert [(r.message_id, r.duplicate) for r in results] == [
+        (plain.id, False),
+        (plain.id, True),
+        (plain.id, True),
+    ]
+    claimed = await a.bus.claim(owner="a", limit=10, lease_seconds=60)
+    assert sorted(texts(claimed)) == ["no event id", "once"]
+    assert await a.bus.claim(owner="a", limit=10, lease_seconds=60) == []
     assert (await a.bus.message_states([sent.id, retried.id])) == {sent.id: "claimed"}
 
 
