@@ -16,8 +16,10 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from core.bus.base import Claim
 from core.bus.sql import SqlBus
@@ -26,6 +28,7 @@ from core.bus.wake_socket import SocketWakeups
 from core.bus.wakeups import WakeupService
 from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.store.engine import Store
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 WAKE_WITHIN = 10.0
@@ -311,3 +314,30 @@ async def test_a_settled_reply_wakes_its_channels_sender_in_the_other_process(
     assert not other_channel.done()
     other_channel.cancel()
     assert [d.message.text for d in await b.bus.due_outbound("cli", limit=10)] == ["r"]
+
+
+async def test_a_settled_reply_wakes_its_waiter_in_the_other_process(
+    sides: tuple[Side, Side],
+) -> None:
+    a, b = sides
+    sent = message("cli:a", "q")
+    await b.bus.publish_inbound(sent)
+    b.bus.reply_poll_interval = 60.0  # only the wake-up can end the wait in time
+    reads: list[str] = []
+
+    def read(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if "FROM outbound" in statement:
+            reads.append(statement)
+
+    event.listen(b.store.engine.sync_engine, "after_cursor_execute", read)
+    waiter = asyncio.create_task(b.bus.wait_reply(sent.id, timeout=60))
+    await eventually(lambda: bool(reads), timeout=WAKE_WITHIN, what="the waiter read the store")
+    (claim,) = await a.bus.claim(owner="a", limit=1, lease_seconds=60)
+
+    assert await a.bus.settle(
+        claim.message.id, owner="a", reply=OutboundMessage.answering(sent, "r")
+    )
+
+    async with asyncio.timeout(WAKE_WITHIN):
+        woken = await waiter
+    assert woken is not None and woken.text == "r"
