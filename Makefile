@@ -71,6 +71,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.bench_schedules
 	$(BIN)/python -m tests.bench.bench_slack
 	$(BIN)/python -m tests.bench.bench_control
+	$(BIN)/python -m tests.bench.bench_bus_cpu
 	$(BIN)/python -m tests.bench.bench_reliability
 	$(BIN)/python -m tests.bench.bench_webhook
 	$(BIN)/python -m tests.bench.bench_memory

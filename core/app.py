@@ -17,7 +17,6 @@ from core.agent.status_command import register_status_command
 from core.agent.task_complete import task_complete
 from core.agent.tokens import for_model
 from core.agent.turn import TurnHandler
-from core.bus.base import Bus
 from core.bus.ephemeral import EphemeralHub
 from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
@@ -82,7 +81,7 @@ class CoreApp:
     """The running core: its stores and bus, the agent runtime, and the schedules."""
 
     store: Store
-    bus: Bus
+    bus: SqlBus
     hub: EphemeralHub
     sessions: SessionStore
     events: EventLog

@@ -13,8 +13,8 @@ from core.agent.agents_section import AgentListing
 from core.agent.commands import CommandRouter
 from core.agent.config import AgentConfig
 from core.agent.context import ContextBuilder
-from core.bus.base import Inbox
 from core.bus.ephemeral import EphemeralHub
+from core.bus.sql import SqlBus
 from core.events import EventLog
 from core.hooks import Hooks
 from core.providers.base import Provider
@@ -131,7 +131,7 @@ class TurnServices:
     """
 
     store: Store
-    inbox: Inbox
+    inbox: SqlBus
     hub: EphemeralHub
     sessions: SessionStore
     events: EventLog

@@ -32,8 +32,8 @@ from typing import Any
 import mcp_types
 
 from core.background import BackgroundTask
-from core.bus.base import Publisher
 from core.bus.owner import make_owner
+from core.bus.sql import SqlBus
 from core.errors import McpRefused, ToolFailed
 from core.event_data import SubagentCompleted, SubagentFailed, SubagentStarted
 from core.events import Event, EventLog
@@ -99,7 +99,7 @@ class McpTaskBridge:
         self,
         *,
         store: Store,
-        bus: Publisher,
+        bus: SqlBus,
         events: EventLog,
         connections: Callable[[str], McpConnection | None],
         max_output: int,

@@ -20,11 +20,11 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Connection, select, update
 
-from core.bus.base import MessageLookup, OutboundPublisher
+from core.bus.sql import SqlBus
 from core.errors import CommandError
 from core.messages import InboundMessage, OutboundMessage
 from core.store.engine import Store
@@ -33,7 +33,7 @@ from .answers import parse_answer, render_fields
 from .host import CallOwner
 from .rows import McpElicitationRow
 
-__all__ = ["Answer", "ElicitationBus", "ElicitationService", "Question"]
+__all__ = ["Answer", "ElicitationService", "Question"]
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +42,6 @@ _DONE = {"accept": "answered", "decline": "declined", "cancel": "cancelled"}
 POLL = 0.25
 """Seconds between looks at an unanswered question from the asking process (an answer
 handled in the same process wakes it at once)."""
-
-
-class ElicitationBus(OutboundPublisher, MessageLookup, Protocol):
-    """Showing a question on a channel, and finding where a session's person is."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +77,7 @@ class ElicitationService:
         self,
         *,
         store: Store,
-        bus: ElicitationBus,
+        bus: SqlBus,
         timeout: float,
         clock: Callable[[], float] = time.time,
         poll: float = POLL,

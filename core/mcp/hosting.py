@@ -11,7 +11,7 @@ from typing import Any
 
 import mcp_types
 
-from core.bus.base import Publisher
+from core.bus.sql import SqlBus
 from core.events import EventLog
 from core.providers.base import Provider
 from core.store.engine import Store
@@ -96,7 +96,7 @@ class McpHostService:
 def build_host(
     *,
     store: Store,
-    bus: Publisher,
+    bus: SqlBus,
     events: EventLog,
     config: McpConfig,
     manager: Callable[[], McpManager],

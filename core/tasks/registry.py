@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from core.bus.sql import SqlBus
 from core.errors import TaskNotFound, TaskRefused
 from core.event_data import SubagentFailed, SubagentStarted
 from core.events import Event, EventLog
@@ -30,7 +31,7 @@ from core.messages import Delivery, InboundMessage
 from core.sessions import SessionStore
 from core.store.engine import Store
 from core.tasks.catalog import AgentCatalog
-from core.tasks.collector import SUBAGENT_CHANNEL, AnswerCollector, TaskBus, status_of
+from core.tasks.collector import SUBAGENT_CHANNEL, AnswerCollector, status_of
 from core.tasks.config import SubagentsConfig
 from core.tasks.handoff import clip, handoff_fields
 from core.tasks.profiles import (
@@ -49,7 +50,6 @@ __all__ = [
     "SUBAGENT_PREFIX",
     "SpawnRequest",
     "SubagentStartContext",
-    "TaskBus",
     "TaskRegistry",
     "WaitOutcome",
 ]
@@ -113,7 +113,7 @@ class TaskRegistry:
         self,
         *,
         store: Store,
-        bus: TaskBus,
+        bus: SqlBus,
         events: EventLog,
         sessions: SessionStore,
         catalog: AgentCatalog,
