@@ -42,7 +42,7 @@ def _row(arm: str, runs: list[dict[str, Any]], key: str) -> str:
     values = [float(r[key]) for r in runs]
     shown = ", ".join(f"{v:g}" for v in values)
     middle, low, high = statistics.median(values), min(values), max(values)
-    return f"| {arm} | {key} | {middle:g} | {low:g} to {high:g} | {shown} |"
+    return f"| {arm} | {key} | {middle:.4g} | {low:.4g} to {high:.4g} | {shown} |"
 
 
 def _verdict(runs: dict[str, list[dict[str, Any]]], key: str) -> str:
