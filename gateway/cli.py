@@ -48,9 +48,10 @@ class LazyCommand:
         command = getattr(importlib.import_module(module), attribute)
         if not isinstance(command, click.Command):
             raise TypeError(f"{self.target} is not a click command")
-        details = None if isinstance(command, click.Group) else command.help
+        group = isinstance(command, click.Group)
+        details = None if group or command.callback is None else inspect.getdoc(command.callback)
         command.name = name
-        command.help = f"{self.summary}\n\n{inspect.cleandoc(details)}" if details else self.summary
+        command.help = f"{self.summary}\n\n{details}" if details else self.summary
         return command
 
 
