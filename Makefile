@@ -112,6 +112,7 @@ bench: $(DEV_STAMP)
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_lifecycle_faults
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_store_faults
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_gc
+	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_install
 
 # systemd-analyze lints the unit files in tests; bubblewrap (bwrap) is the exec tool's
 # sandbox; libseccomp lets tests apply the units' system-call filters (tests/unitsim). Installing them is best effort: without them those tests skip, except under
