@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
 
-import typer
+import click
 from rich.table import Table
 
 from gateway.commands.common import (
-    HomeOption,
-    JsonOption,
     command_group,
+    home_option,
+    json_option,
     print_json,
     query,
     resolve_home,
@@ -24,21 +24,17 @@ todos_app = command_group()
 
 
 @todos_app.command("list")
-def list_todos(
-    session: Annotated[
-        str | None,
-        typer.Option("--session", metavar="KEY", help="Only this session's (a full key)."),
-    ] = None,
-    as_json: JsonOption = False,
-    home: HomeOption = None,
-) -> None:
+@click.option("--session", metavar="KEY", help="Only this session's (a full key).")
+@json_option()
+@home_option
+def list_todos(session: str | None, as_json: bool, home: Path | None) -> None:
     """List todos in the order they were added, with status, dependencies and agent."""
     todos = query(resolve_home(home), lambda client: client.todos(session=session))
     if as_json:
         print_json({"todos": todos})
         return
     if not todos:
-        typer.echo("No todos.")
+        click.echo("No todos.")
         return
     table = Table(box=None, header_style="bold")
     for column in ("session", "id", "status", "after", "agent", "title"):

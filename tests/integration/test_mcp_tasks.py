@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from core.store.engine import Store
 from core.tasks.repository import TaskRepository
