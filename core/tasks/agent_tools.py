@@ -40,6 +40,8 @@ BUILTIN_TOOLS = frozenset(
         "subagents",
         "agents_list",
         "skill",
+        "todo",
+        "memory_consolidate",
     }
 )
 """familiar's own tools (the runtime also knows the tools plugins add)."""

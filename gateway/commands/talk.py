@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+import click
 
 from gateway.commands.common import (
     EXIT_FAILED,
-    HomeOption,
-    JsonOption,
-    SessionOption,
+    home_option,
+    json_option,
     print_json,
     resolve_home,
     run_control,
+    session_option,
     text_argument,
     text_from_stdin,
 )
@@ -84,29 +84,29 @@ async def _send(home: Path, key: str, text: str, *, wait: float | None, as_json:
     return _exit_code(outcome)
 
 
-def _positive(value: float | None) -> float | None:
-    if value is not None and value <= 0:
-        raise typer.BadParameter("must be a positive number of seconds")
+def _positive(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    if value <= 0:
+        raise click.BadParameter("must be a positive number of seconds")
     return value
 
 
-def send(
-    text: Annotated[
-        str,
-        typer.Argument(
-            callback=text_argument, help="The message (UTF-8, up to 1 MiB); '-' reads stdin."
-        ),
-    ],
-    session: SessionOption = "default",
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout", metavar="S", callback=_positive, help="Seconds to wait for the reply."
-        ),
-    ] = DEFAULT_SEND_TIMEOUT,
-    as_json: JsonOption = False,
-    home: HomeOption = None,
-) -> None:
+@click.command("send")
+@click.argument(
+    "text", callback=text_argument, help="The message (UTF-8, up to 1 MiB); '-' reads stdin."
+)
+@session_option
+@click.option(
+    "--timeout",
+    type=float,
+    metavar="S",
+    default=DEFAULT_SEND_TIMEOUT,
+    show_default=True,
+    callback=_positive,
+    help="Seconds to wait for the reply.",
+)
+@json_option()
+@home_option
+def send(text: str, session: str, timeout: float, as_json: bool, home: Path | None) -> None:
     """Exit status: 0 on a reply; 1 on an agent/provider error, a timeout, or when the
     gateway stops (or the connection to it is lost) after taking the message (it stays
     queued and is answered after a restart); 2 when no gateway took the message; 64 for
@@ -118,7 +118,7 @@ def send(
     if text == "-":
         text = text_from_stdin()
     if not text.strip():
-        raise typer.BadParameter("the message is empty", param_hint="TEXT")
-    raise typer.Exit(
+        raise click.BadParameter("the message is empty", param_hint="TEXT")
+    raise click.exceptions.Exit(
         run_control(home_dir, _send(home_dir, session, text, wait=timeout, as_json=as_json))
     )

@@ -33,6 +33,7 @@ from gateway.control.messages import MessageRoutes, error
 from gateway.control.protocol import MAX_BODY_BYTES
 from gateway.control.requests import ReadRequest, validation_message
 from gateway.control.tasks import add_task_routes
+from gateway.control.todos import add_todo_routes
 from gateway.http_errors import body_checks, store_error_status
 from gateway.masking import masked_config
 from gateway.process_table import gateway_pid
@@ -115,6 +116,8 @@ def build_control_app(
     app.router.add_get("/v1/config", api.config)
     add_memory_routes(app, state.core.memory)
     add_task_routes(app, state.core.tasks, state.core.sessions)
+    if state.core.orchestration is not None:
+        add_todo_routes(app, state.core.orchestration.todos)
     for add_routes in extra_routes:
         add_routes(app)
     app.cleanup_ctx.append(sweep_stranded(state.core.store, state.config))

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import pytest
-from typer.testing import CliRunner, Result
+from click.testing import CliRunner, Result
 
 from core.bus.sql import SqlBus
 from core.messages import Delivery, InboundMessage

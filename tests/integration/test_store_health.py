@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from core.store.engine import Store
 from gateway.cli import app

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 import aiohttp
 import pytest
 from aiohttp import web
+from click.testing import CliRunner
 from rich.console import Console
-from typer.testing import CliRunner
 
 from core.messages import Delivery, InboundMessage
 from gateway.cli import app
