@@ -12,8 +12,6 @@ KNOWN_OVER = {
     # Temporary: the process-model rewrite replaces both.
     "gateway/daemon.py",
     "gateway/processes.py",
-    # Temporary: the bus rework splits it.
-    "core/bus/sql.py",
 }
 
 
