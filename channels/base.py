@@ -11,8 +11,8 @@ from aiohttp import web
 from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict
 
-from core.bus.base import ChannelBus
 from core.bus.ephemeral import EphemeralHub
+from core.bus.sql import SqlBus
 from core.messages import Delivery, OutboundMessage
 from core.sessions import UnreadKeeper
 
@@ -34,7 +34,7 @@ class ChannelContext:
     """What a channel may use: the bus to publish on and wait through, ephemerals,
     where replies nobody saw are kept, and HTTP routes."""
 
-    bus: ChannelBus
+    bus: SqlBus
     hub: EphemeralHub
     unread: UnreadKeeper
     """Keeps a final reply the platform could not show anyone (the CLI with no terminal)."""

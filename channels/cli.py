@@ -75,7 +75,7 @@ def _to_inbound(
 class CliChannel:
     """Publishes CLI messages and tells apart the replies somebody received.
 
-    The control API waits for a reply through the bus (`ReplyWaiter.wait_reply`) and
+    The control API waits for a reply through the bus (`SqlBus.wait_reply`) and
     hands it to the connected sender; this channel is told about senders (`submit`
     attaches one, `detach` ends it) and about each handover (`handed`). When the
     DeliveryWorker then delivers the reply here, `send` knows whether a sender got it;

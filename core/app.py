@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from core.agent.commands import CommandRouter
 from core.agent.config import AgentConfig
 from core.agent.context import ContextBuilder
 from core.agent.runtime import AgentRuntime
@@ -17,17 +16,19 @@ from core.agent.status_command import register_status_command
 from core.agent.task_complete import task_complete
 from core.agent.tokens import for_model
 from core.agent.turn import TurnHandler
-from core.bus.base import Bus
 from core.bus.ephemeral import EphemeralHub
 from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
 from core.bus.wakeups import Wakeups
+from core.commands import CommandRouter
 from core.events import EventLog
 from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
-from core.hooks.subagents import SubagentHooks
 from core.hooks.transcript import hook_transcripts
 from core.mcp import McpConfig
 from core.mcp.board import McpBoard, McpPublisher
+from core.mcp.commands import register_mcp_commands
+from core.mcp.elicit import ElicitationService
+from core.mcp.host import McpHost
 from core.mcp.manager import McpManager
 from core.mcp.trust import trust_verifier
 from core.memory import CompactionWorker, MemoryConfig, MemoryFileIndexer, MemoryService
@@ -35,6 +36,7 @@ from core.memory.guard import MemoryFilesGuard
 from core.memory.semantic import SemanticRecall
 from core.memory.tools import memory_tools
 from core.messages import utcnow
+from core.orchestration.wiring import Orchestration, build_orchestration, orchestration_tools
 from core.providers.aliases import ModelAliases
 from core.providers.base import Provider
 from core.scheduling import (
@@ -55,6 +57,7 @@ from core.tasks.agent_tools import ToolVocabulary
 from core.tasks.catalog import AgentCatalog, home_agent_sources
 from core.tasks.collector import SUBAGENT_CHANNEL
 from core.tasks.commands import register_task_commands
+from core.tasks.lifecycle_hooks import SubagentHooks
 from core.tasks.registry import TaskRegistry
 from core.tasks.tools import subagent_tools
 from core.tools.approvals import ApprovalService, register_approval_commands
@@ -78,7 +81,7 @@ class CoreApp:
     """The running core: its stores and bus, the agent runtime, and the schedules."""
 
     store: Store
-    bus: Bus
+    bus: SqlBus
     hub: EphemeralHub
     sessions: SessionStore
     events: EventLog
@@ -98,6 +101,8 @@ class CoreApp:
     mcp_publisher: McpPublisher | None = None
     """Writes this agent process's MCP servers for the process that answers ``status``."""
     skills: SkillCatalog | None = None
+    orchestration: Orchestration | None = None
+    """Todos, session modes and memory consolidation (with subagents on)."""
 
     async def start(self) -> None:
         """Start everything (the one-process gateway): the agent side and the schedules."""
@@ -121,9 +126,15 @@ class CoreApp:
         if self.memory.semantic is not None:
             await self.memory.semantic.start()
         await self.compaction.start()
+        if self.orchestration is not None:
+            await self.orchestration.idle.start()
         self.mcp.start()  # eager servers, in the background: a bad one never blocks start
+        if self.mcp.host is not None:
+            await self.mcp.host.start()  # resume following the MCP tasks left running
 
     async def stop(self, *, grace: float | None = None) -> None:
+        if self.orchestration is not None:
+            await self.orchestration.idle.stop()
         await self.approvals.stop()
         await self.memory_files.stop()
         if self.memory.semantic is not None:
@@ -133,6 +144,8 @@ class CoreApp:
         await self.runtime.stop(grace=grace)
         if self.mcp_publisher is not None:
             await self.mcp_publisher.stop()
+        if self.mcp.host is not None:
+            await self.mcp.host.stop()
         await self.mcp.stop()
         await self.tasks.stop()
         await self.compaction.stop()
@@ -228,6 +241,7 @@ async def build_core(
             manage_schedule,
             *memory_tools(),
             *(subagent_tools() if tools.subagents.enabled else ()),
+            *(orchestration_tools() if tools.subagents.enabled else ()),
             *(skill_tools(max_bytes=tools.max_file_bytes) if skill_catalog else ()),
             *extra_tools,
         ],
@@ -248,6 +262,17 @@ async def build_core(
         config=tools.subagents,
     )
     register_task_commands(commands, task_registry)
+    orchestration = (
+        build_orchestration(
+            store=store,
+            events=events,
+            sessions=sessions,
+            memory=memory_service,
+            registry=task_registry,
+        )
+        if tools.subagents.enabled
+        else None
+    )
     context = ContextBuilder(
         workspace=workspace,
         config=agent.context,
@@ -281,11 +306,32 @@ async def build_core(
         owner=owner,
     )
     mcp_cwd = home or workspace.parent
+    mcp = mcp or McpConfig()
+    questions = ElicitationService(store=store, bus=bus, timeout=mcp.elicitation_timeout)
+    register_mcp_commands(commands, questions)
+
+    def mcp_host() -> McpHost:
+        # Here, not at the top: only a gateway with MCP servers loads the SDK.
+        from core.mcp.hosting import build_host
+
+        return build_host(
+            store=store,
+            bus=bus,
+            events=events,
+            config=mcp,
+            manager=lambda: mcp_manager,
+            provider=provider,
+            model=model,
+            questions=questions,
+            result_max_chars=tools.subagents.result_max_chars,
+        )
+
     mcp_manager = McpManager(
-        config=mcp or McpConfig(),
+        config=mcp,
         registry=registry,
         cwd=mcp_cwd,
         verify=trust_verifier(trust, cwd=mcp_cwd),
+        host_factory=mcp_host,
     )
     hub = EphemeralHub()
     turn_services = TurnServices(
@@ -307,6 +353,7 @@ async def build_core(
             task_registry,
             hub,
             *((skill_catalog,) if skill_catalog else ()),
+            *(orchestration.tool_services if orchestration else ()),
         ),
         compaction=compaction if memory.compaction == "model" else None,
         notices=approvals,
@@ -314,6 +361,9 @@ async def build_core(
         profiles=task_registry.profiles,
         before_tools=mcp_manager.first_use,  # servers may come later, with a reload
         skills=skill_catalog,
+        modes=orchestration.modes if orchestration else None,
+        background=orchestration.waiter if orchestration else None,
+        reserved_tools=orchestration.reserved_tools if orchestration else {},
     )
     register_status_command(
         commands,
@@ -321,6 +371,8 @@ async def build_core(
         queue=bus,
         provider=lambda: provider.name if provider is not None else None,
     )
+    if orchestration is not None:
+        orchestration.register_commands(commands, workspace=workspace)
     runtime = AgentRuntime(
         inbox=bus,
         turns=TurnHandler(services=turn_services, owner=owner),
@@ -358,4 +410,5 @@ async def build_core(
         mcp=mcp_manager,
         tasks=task_registry,
         skills=skill_catalog,
+        orchestration=orchestration,
     )

@@ -15,6 +15,7 @@
     ├── ToolError                a tool could not do what was asked
     │   ├── ToolRetry            the model should fix its arguments and retry
     │   └── ToolFailed           the tool ran and failed
+    │       └── McpRefused       an MCP server answered a request with an error
     ├── PolicyDenied             a tool call refused by policy or a hook
     ├── MemoryRefused            bad memory input or a scope the caller may not touch
     │   └── MemoryNotFound       no memory entry with that id
@@ -33,6 +34,7 @@ __all__ = [
     "CommandError",
     "ConfigError",
     "FamiliarError",
+    "McpRefused",
     "MemoryNotFound",
     "MemoryRefused",
     "PolicyDenied",
@@ -153,6 +155,18 @@ class ToolRetry(ToolError):
 
 class ToolFailed(ToolError):
     """The tool ran and failed."""
+
+
+class McpRefused(ToolFailed):
+    """An MCP server answered a request with an error (not: it could not be reached).
+
+    Attributes:
+        code: the JSON-RPC error code it sent.
+    """
+
+    def __init__(self, message: str, *, code: int) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class PolicyDenied(FamiliarError):

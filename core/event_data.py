@@ -24,6 +24,10 @@ __all__ = [
     "HookBlocked",
     "HookError",
     "Idle",
+    "McpSampling",
+    "MemoryConsolidated",
+    "ModeChanged",
+    "OrchestrationStarted",
     "ScheduleCancelled",
     "ScheduleCreated",
     "ScheduleFired",
@@ -33,6 +37,7 @@ __all__ = [
     "SubagentFailed",
     "SubagentStarted",
     "TaskComplete",
+    "TodoUpdated",
     "ToolComplete",
     "ToolStart",
     "TurnEnd",
@@ -63,12 +68,17 @@ class EventType(StrEnum):
     SUBAGENT_STARTED = "subagent.started"
     SUBAGENT_COMPLETED = "subagent.completed"
     SUBAGENT_FAILED = "subagent.failed"
+    MCP_SAMPLING = "mcp.sampling"
     HOOK_BLOCKED = "hook.blocked"
     HOOK_ERROR = "hook.error"
     APPROVAL_REQUESTED = "tool.approval_requested"
     APPROVAL_DECIDED = "tool.approval_decided"
     DELIVERY_FAILED = "delivery.failed"
     COMPACTION = "session.compaction"
+    MODE_CHANGED = "session.mode_changed"
+    ORCHESTRATION_STARTED = "orchestration.started"
+    TODO_UPDATED = "todo.updated"
+    MEMORY_CONSOLIDATED = "memory.consolidated"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -283,6 +293,22 @@ class HookError:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class McpSampling:
+    """An MCP server asked familiar's model during a call of this session
+    (``sampling/createMessage``): what it asked for and what it cost, or why it was
+    refused (``refused``)."""
+
+    type: ClassVar[EventType] = EventType.MCP_SAMPLING
+    server: str
+    messages: int
+    max_tokens: int
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    refused: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentStarted:
     """A subagent was started by this session (``mode`` sync or background)."""
 
@@ -319,6 +345,51 @@ class SubagentFailed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModeChanged:
+    """A session's standing mode changed (``/autopilot on|off``)."""
+
+    type: ClassVar[EventType] = EventType.MODE_CHANGED
+    mode: str
+    enabled: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OrchestrationStarted:
+    """An orchestration command (``/review``, ``/research``, ``/fleet``) began its run."""
+
+    type: ClassVar[EventType] = EventType.ORCHESTRATION_STARTED
+    command: str
+    argument: str = ""
+    tools: list[str] | None = None
+    """The only tools the main agent may use while it runs (None: its usual ones)."""
+    report: str | None = None
+    """Where the run writes its report (``/research``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TodoUpdated:
+    """A todo was added or changed status (``todo`` tool, ``/fleet``)."""
+
+    type: ClassVar[EventType] = EventType.TODO_UPDATED
+    todo_id: str
+    status: str
+    title: str | None = None
+    agent_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryConsolidated:
+    """rem-agent changed a session's memory: merged, dropped or added entries."""
+
+    type: ClassVar[EventType] = EventType.MEMORY_CONSOLIDATED
+    action: str
+    scope: str
+    removed: list[int] = field(default_factory=list)
+    added: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownEvent:
     """An event of a type this version does not know, kept as read."""
 
@@ -346,9 +417,14 @@ EventPayload = (
     | Compaction
     | HookBlocked
     | HookError
+    | McpSampling
     | SubagentStarted
     | SubagentCompleted
     | SubagentFailed
+    | ModeChanged
+    | OrchestrationStarted
+    | TodoUpdated
+    | MemoryConsolidated
     | UnknownEvent
 )
 
@@ -374,9 +450,14 @@ _KNOWN: dict[str, type[Any]] = {
         Compaction,
         HookBlocked,
         HookError,
+        McpSampling,
         SubagentStarted,
         SubagentCompleted,
         SubagentFailed,
+        ModeChanged,
+        OrchestrationStarted,
+        TodoUpdated,
+        MemoryConsolidated,
     )
 }
 

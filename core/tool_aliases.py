@@ -1,12 +1,23 @@
 """Other clients' tool names (Claude Code's ``Read``, Copilot's ``execute``...) -> familiar's.
 
 One table for agent files' ``tools`` (`core.tasks.agent_tools`) and skills'
-``allowed-tools`` (`core.skills.parse`).
+``allowed-tools`` (`core.skills.parse`), and how an MCP server's name appears in its
+tools' names (`safe_server_name`).
 """
 
 from __future__ import annotations
 
-__all__ = ["TODO", "TOOL_ALIASES", "WEB", "WEB_FETCH", "WEB_SEARCH", "fixed_alias"]
+import re
+
+__all__ = [
+    "TODO",
+    "TOOL_ALIASES",
+    "WEB",
+    "WEB_FETCH",
+    "WEB_SEARCH",
+    "fixed_alias",
+    "safe_server_name",
+]
 
 _READ = ("read_file", "list_dir", "resolve_path")
 _EDIT = ("write_file", "edit_file")
@@ -40,3 +51,11 @@ def fixed_alias(name: str) -> tuple[str, ...]:
     """The familiar tools ``name`` (any case) stands for; () for a rule or an unknown name."""
     target = TOOL_ALIASES.get(name.lower())
     return target if isinstance(target, tuple) else ()
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def safe_server_name(name: str) -> str:
+    """``name`` with every character outside ``A-Za-z0-9_-`` replaced by ``_``."""
+    return _UNSAFE.sub("_", name) or "_"

@@ -13,20 +13,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-import typer
-
-# typer 0.29 vendors click as typer._click; its UsageError is the one raised here.
-from typer._click.core import Command, Context
-from typer._click.exceptions import UsageError
-from typer.core import TyperCommand, TyperGroup
+import click
 
 from core.errors import FamiliarError
-from gateway.commands import coercion
-from gateway.commands.common import EXIT_FAILED, EXIT_USAGE, PLAIN_HELP, CliDeps
+from gateway.commands.common import EXIT_FAILED, EXIT_USAGE, CliDeps
 
 __all__ = ["COMMANDS", "CliDeps", "LazyCommand", "app", "main"]
-
-coercion.install()  # before any command parses its arguments: no pydantic for plain values
 
 EXIT_CODES = (
     "Exit status: 0 success (a reply), 1 failure (an agent/provider error, no reply yet, "
@@ -40,26 +32,27 @@ class LazyCommand:
     """A command known by name until it is invoked.
 
     Attributes:
-        target: ``module:attribute`` of a command function or a `typer.Typer` of subcommands.
+        target: ``module:attribute`` of a `click.Command` (a `click.Group` for a command
+            with subcommands).
         summary: the one-line help: ``familiar --help`` lists it, and the command's own
-            help starts with it (a function's docstring, if any, is the rest).
+            help starts with it (a command's docstring, if any, is the rest; a group's
+            help is the summary alone).
     """
 
     target: str
     summary: str
 
-    def load(self, name: str) -> Command:
-        """Import the command and build its click command."""
+    def load(self, name: str) -> click.Command:
+        """Import the command and name it."""
         module, _, attribute = self.target.partition(":")
-        obj = getattr(importlib.import_module(module), attribute)
-        if isinstance(obj, typer.Typer):
-            group = typer.main.get_group(obj)
-            group.name, group.help = name, self.summary
-            return group
-        details = inspect.getdoc(obj)
-        holder = typer.Typer(**PLAIN_HELP, add_completion=False)
-        holder.command(name, help=f"{self.summary}\n\n{details}" if details else self.summary)(obj)
-        return typer.main.get_command(holder)
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{self.target} is not a click command")
+        group = isinstance(command, click.Group)
+        details = None if group or command.callback is None else inspect.getdoc(command.callback)
+        command.name = name
+        command.help = f"{self.summary}\n\n{details}" if details else self.summary
+        return command
 
 
 COMMANDS = {
@@ -115,6 +108,9 @@ COMMANDS = {
     "tasks": LazyCommand(
         "gateway.commands.tasks:tasks_app", "Subagents started by the agent (list, show, cancel)."
     ),
+    "todos": LazyCommand(
+        "gateway.commands.todos:todos_app", "Fleet todos of the conversations (list)."
+    ),
     "agents": LazyCommand(
         "gateway.commands.agents:agents_app",
         "Agent types: built-in ones and agent files, their tools and models (list).",
@@ -127,70 +123,70 @@ COMMANDS = {
 """Every ``familiar`` command, in the order ``--help`` lists them."""
 
 
-class _Listed(TyperCommand):
-    """What ``--help`` lists for a command that is not imported: its name and summary."""
+class FamiliarGroup(click.Group):
+    """The top-level group: commands imported when invoked, and usage errors exit 64
+    (sysexits EX_USAGE; click's own 2 would read as "no gateway").
 
-
-class _FamiliarGroup(TyperGroup):
-    """The top-level group: lazy commands, and usage errors exit 64 (sysexits EX_USAGE).
-
-    click's own 2 would read as "no gateway".
+    This is click's lazy-loading pattern (`get_command` imports on demand), except that
+    ``--help`` lists the commands from `COMMANDS` without importing any of them.
     """
 
-    def __init__(self, **attrs: Any) -> None:
-        super().__init__(**attrs)
-        for name, lazy in COMMANDS.items():
-            self.commands.setdefault(name, _Listed(name, help=lazy.summary))
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
 
-    def resolve_command(
-        self, ctx: Context, args: list[str]
-    ) -> tuple[str | None, Command | None, list[str]]:
-        name, command, rest = super().resolve_command(ctx, args)
-        if name is not None and isinstance(command, _Listed):
-            command = self.commands[name] = COMMANDS[name].load(name)
-        return name, command, rest
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.add_command(COMMANDS[cmd_name].load(cmd_name))
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [
+            (name, click.Command(name, help=lazy.summary).get_short_help_str(limit))
+            for name, lazy in COMMANDS.items()
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def make_context(
         self,
         info_name: str | None,
         args: list[str],
-        parent: Context | None = None,
+        parent: click.Context | None = None,
         **extra: Any,
-    ) -> Context:
+    ) -> click.Context:
         try:
             return super().make_context(info_name, args, parent, **extra)
-        except UsageError as exc:
-            exc.exit_code = EXIT_USAGE
+        except click.UsageError as exc:
+            _exit_64(exc)
             raise
 
-    def invoke(self, ctx: Context) -> Any:
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except UsageError as exc:  # raised by a subcommand or one of its options
-            exc.exit_code = EXIT_USAGE
+        except click.UsageError as exc:  # raised by a subcommand or one of its options
+            _exit_64(exc)
             raise
 
 
-app = typer.Typer(
-    **PLAIN_HELP,
-    cls=_FamiliarGroup,
-    no_args_is_help=True,
-    add_completion=False,
+def _exit_64(error: click.UsageError) -> None:
+    # click reads the exit status from the error (a class attribute, 2 for usage errors);
+    # this one error's own attribute shadows it.
+    error.exit_code = EXIT_USAGE  # type: ignore[misc]
+
+
+app = FamiliarGroup(
+    name="familiar",
     help="familiar: a self-hosted, always-on AI assistant gateway.",
     epilog=EXIT_CODES,
 )
-
-
-@app.callback()
-def _familiar() -> None:
-    # A group needs a callback or a registered command; the commands come from COMMANDS.
-    pass
+"""The ``familiar`` command (a `click.Group`)."""
 
 
 def main() -> None:
     """Entry point of the ``familiar`` console script."""
     try:
-        app()
+        app.main()
     except FamiliarError as exc:  # anything a command did not map itself
         print(f"familiar: {exc}", file=sys.stderr)
         sys.exit(EXIT_FAILED)

@@ -7,6 +7,10 @@ collection then costs tens of milliseconds, and about a tenth of a turn's CPU we
 to the collector. Freezing what startup allocated takes it out of every later scan
 (the zygote does the same for what it imported), and a larger young generation lets
 most of a turn's short-lived objects die by reference counting before any scan.
+
+It is process-wide, so only the program sets it (never `core/`), and it stays because
+`tests/bench/bench_gc.py` measures what users gain from it, side by side with CPython's
+defaults (docs/benchmarks.md, "Garbage-collector setting").
 """
 
 from __future__ import annotations

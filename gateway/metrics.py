@@ -20,7 +20,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from core.bus.base import MessageLookup
+from core.bus.sql import SqlBus
 from core.bus.wakeups import Wakeups
 from core.event_data import Compaction, EventType, SessionError, ToolStart, TurnStart
 from core.events import Event, EventLog
@@ -160,12 +160,12 @@ class GatewayMetrics:
                 self.process_cpu.labels(**labels).set(usage[0])
                 self.process_memory.labels(**labels).set(usage[1])
 
-    async def start_tail(self, bus: MessageLookup, events: EventLog) -> None:
+    async def start_tail(self, bus: SqlBus, events: EventLog) -> None:
         """Count only what happens from now on (call once the store is open)."""
         self._inbound_seq = await bus.newest_seq()
         self._event_id = await events.newest_id()
 
-    async def refresh(self, bus: MessageLookup, events: EventLog) -> None:
+    async def refresh(self, bus: SqlBus, events: EventLog) -> None:
         """Read the queue depth and what was published or logged since the last call."""
         self.queue_depth.set((await bus.queue_counts()).depth)
         for _ in range(_MAX_BATCHES):
@@ -261,7 +261,7 @@ def add_health_routes(
     app: web.Application,
     *,
     metrics: GatewayMetrics,
-    bus: MessageLookup,
+    bus: SqlBus,
     events: EventLog,
     not_ready: Callable[[], Awaitable[list[str]]],
     details: Callable[[], dict[str, Any]] | None = None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
-import re
 import shlex
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -16,6 +15,14 @@ from typing import Literal, NamedTuple
 from core.errors import ConfigError, FamiliarError
 from gateway.home import default_home as user_home
 from gateway.service_checks import PRIVATE_TMP, SYSTEM_HOME, UnitChecks, account, under
+from gateway.service_exec import (
+    EXEC_SERVICE_NAME,
+    EXEC_SOCKET_NAME,
+    exec_settings_for,
+    exec_socket_path,
+    render_exec_units,
+)
+from gateway.service_templates import PLACEHOLDER, quote, template_text
 
 __all__ = [
     "CODE_ROOT",
@@ -44,15 +51,6 @@ ROLE_UNIT_NAMES = {
 """The unit file of each role, for a split deployment (a unit per role, or per host)."""
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 
-# Where the unit templates live. `systemd/` at the repository root is the source of
-# truth; it is deliberately not a Python package, because a top-level import name
-# `systemd` would clash with the python-systemd library. A source checkout or editable
-# install finds it next to gateway/; a wheel ships the same files as data files under
-# <prefix>/share/familiar/systemd/.
-_TEMPLATE_DIRS = (
-    Path(__file__).resolve().parents[1] / "systemd",
-    Path(sys.prefix) / "share" / "familiar" / "systemd",
-)
 _TEMPLATE_FILES: dict[UnitKind, str] = {
     "system": "familiar.service",
     "user": "familiar-user.service",
@@ -61,7 +59,6 @@ _TEMPLATE_FILES: dict[UnitKind, str] = {
 _HOME_DIRS = (Path("/home"), Path("/root"), Path("/run/user"))
 # What `python -m gateway.cli` imports: the directory holding gateway/, core/, channels/.
 CODE_ROOT = Path(__file__).resolve().parents[1]
-_TOKEN = re.compile(r"@[A-Z_]+@")
 
 
 class ServiceError(FamiliarError):
@@ -118,18 +115,6 @@ def default_home(kind: UnitKind) -> Path:
     return user_home()
 
 
-def _quote(arg: str, *, exec_line: bool = False) -> str:
-    """Quote one word for a unit file, escaping specifiers (and variables in ExecStart=)."""
-    if any(ch in arg for ch in "\n\r\0"):
-        raise ConfigError(f"control characters are not allowed in unit file values: {arg!r}")
-    arg = arg.replace("%", "%%")
-    if exec_line:
-        arg = arg.replace("$", "$$")
-    if arg and not re.search(r"[\s\"'\\;]", arg):
-        return arg
-    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def exec_start_for(home: Path, *, python: str | None = None, role: str | None = None) -> str:
     """Build the ExecStart= line that runs ``familiar gateway`` from this virtualenv.
 
@@ -144,16 +129,7 @@ def exec_start_for(home: Path, *, python: str | None = None, role: str | None = 
     argv = [python or sys.executable, "-P", "-m", "gateway.cli", "gateway", "--home", str(home)]
     if role is not None:
         argv += ["--role", role]
-    return " ".join(_quote(a, exec_line=True) for a in argv)
-
-
-def _template(kind: UnitKind) -> str:
-    name = _TEMPLATE_FILES[kind]
-    for directory in _TEMPLATE_DIRS:
-        if (directory / name).is_file():
-            return (directory / name).read_text(encoding="utf-8")
-    searched = ", ".join(str(d) for d in _TEMPLATE_DIRS)
-    raise ConfigError(f"unit template {name} not found (searched {searched})")
+    return " ".join(quote(a, exec_line=True) for a in argv)
 
 
 def render_unit(
@@ -164,6 +140,7 @@ def render_unit(
     user: str | None,
     group: str | None = None,
     code_root: Path = CODE_ROOT,
+    exec_socket: str | None = None,
 ) -> str:
     """Fill in a unit template.
 
@@ -175,6 +152,8 @@ def render_unit(
             for ``"user"``).
         group: group of the system unit; defaults to ``user``.
         code_root: where the ``gateway`` package is imported from.
+        exec_socket: ``FAMILIAR_EXEC_SOCKET``, where ``exec`` commands go; default
+            the exec socket unit's (`exec_socket_path`).
 
     Returns:
         The unit file text.
@@ -185,10 +164,17 @@ def render_unit(
     """
     if not home.is_absolute():
         raise ConfigError(f"FAMILIAR_HOME must be an absolute path, got {home}", key="home")
+    # Here, not at the top: `familiar service --help` must not import the tools.
+    from core.tools.sandbox import EXEC_SOCKET_ENV
+
     values = {
         "@EXEC_START@": exec_start,
-        "@HOME@": _quote(str(home)),
-        "@HOME_ENV@": _quote(f"FAMILIAR_HOME={home}"),
+        "@HOME@": quote(str(home)),
+        "@HOME_ENV@": quote(f"FAMILIAR_HOME={home}"),
+        # The default keeps its specifier (%t: the user manager's runtime directory).
+        "@EXEC_SOCKET_ENV@": quote(f"{EXEC_SOCKET_ENV}={exec_socket}")
+        if exec_socket
+        else f"{EXEC_SOCKET_ENV}={exec_socket_path(kind)}",
     }
     if kind == "system":
         if not user:
@@ -198,15 +184,15 @@ def render_unit(
         places = (home, executable, executable.resolve(), code_root)
         exposed = any(under(p, _HOME_DIRS) for p in places)
         values |= {
-            "@USER@": _quote(user),
-            "@GROUP@": _quote(group or user),
+            "@USER@": quote(user),
+            "@GROUP@": quote(group or user),
             # ProtectHome=yes would hide a home or virtualenv under /home or /root.
             "@PROTECT_HOME@": "read-only" if exposed else "yes",
         }
-    text = _template(kind)
+    text = template_text(_TEMPLATE_FILES[kind])
     for token, value in values.items():
         text = text.replace(token, value)
-    if leftover := _TOKEN.search(text):
+    if leftover := PLACEHOLDER.search(text):
         raise ConfigError(f"unit template {kind} has an unknown placeholder {leftover.group()}")
     return text
 
@@ -345,7 +331,8 @@ class ServiceManager:
         home: Path | None = None,
         user: str | None = None,
     ) -> list[str]:
-        """Write the unit, reload systemd and enable it (and start it with ``now``).
+        """Write the unit and the exec units beside it (`gateway.service_exec`), reload
+        systemd and enable the daemon and the exec socket (and start them with ``now``).
 
         Args:
             kind: user or system unit.
@@ -358,8 +345,8 @@ class ServiceManager:
 
         Raises:
             ConfigError: the user does not exist, cannot reach the interpreter or the
-                code (the unit would fail with 203/EXEC), or the unit file cannot be
-                written. Nothing is written then.
+                code (the unit would fail with 203/EXEC), the configuration is invalid,
+                or a unit file cannot be written. Nothing is written then.
             ServiceError: systemctl is missing or failed.
         """
         home = (home or default_home(kind)).expanduser().absolute()
@@ -373,15 +360,26 @@ class ServiceManager:
             group=owner[1] if owner else None,
             code_root=self._code_root,
         )
+        settings = exec_settings_for(home, python=self._python, code_root=self._code_root)
+        exec_units = render_exec_units(
+            kind, settings, user=owner[0] if owner else None, group=owner[1] if owner else None
+        )
         if not (kind == "system" and home == SYSTEM_HOME):  # StateDirectory= creates that one
             _make_home(home, owner)
-        path = self.unit_path(kind)
-        _write_unit(path, text)
-        lines = [f"wrote {path}"]
+        lines = []
+        for path, body in [
+            (self.unit_path(kind), text),
+            *((self._dirs[kind] / name, unit) for name, unit in exec_units.items()),
+        ]:
+            _write_unit(path, body)
+            lines.append(f"wrote {path}")
         await self._systemctl(kind, "daemon-reload")
-        await self._systemctl(kind, "enable", *(["--now"] if now else []), UNIT_NAME)
+        await self._systemctl(
+            kind, "enable", *(["--now"] if now else []), EXEC_SOCKET_NAME, UNIT_NAME
+        )
         ctl = _ctl(kind)
-        lines.append(f"enabled {UNIT_NAME}" + (" and started it" if now else ""))
+        started = " and started them" if now else ""
+        lines.append(f"enabled {EXEC_SOCKET_NAME} (exec commands) and {UNIT_NAME}{started}")
         if not now:
             lines.append(f"start it with: {ctl} start familiar")
         lines.append(f"logs: journalctl {'--user ' if kind == 'user' else ''}-u familiar -f")
@@ -405,13 +403,20 @@ class ServiceManager:
         path = self.unit_path(kind)
         if not path.exists():
             return [f"{UNIT_NAME} is not installed ({path} does not exist)"]
-        await self._systemctl(kind, "disable", "--now", UNIT_NAME)
-        try:
-            path.unlink()
-        except OSError as exc:
-            raise ConfigError(f"cannot remove {path}: {exc.strerror}") from exc
+        await self._systemctl(kind, "disable", "--now", UNIT_NAME, EXEC_SOCKET_NAME)
+        removed = []
+        for unit in (
+            path,
+            self._dirs[kind] / EXEC_SOCKET_NAME,
+            self._dirs[kind] / EXEC_SERVICE_NAME,
+        ):
+            try:
+                unit.unlink(missing_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot remove {unit}: {exc.strerror}") from exc
+            removed.append(f"removed {unit}")
         await self._systemctl(kind, "daemon-reload")
-        return [f"stopped and disabled {UNIT_NAME}", f"removed {path}"]
+        return [f"stopped and disabled {UNIT_NAME} and {EXEC_SOCKET_NAME}", *removed]
 
     async def status(self, kind: UnitKind) -> ServiceStatus:
         """Ask systemd whether the daemon runs and for its recent status.

@@ -25,6 +25,7 @@ __all__ = [
 COMMAND_NAMES = frozenset(
     {"every", "after", "cron", "at", "schedules", "unschedule", "new", "stop", "tasks"}
     | {"status", "help"}
+    | {"review", "research", "fleet", "autopilot", "subconscious"}
 )
 """The slash commands ``/familiar <name> ...`` maps to ``/<name> ...`` (design.md)."""
 

@@ -32,7 +32,8 @@ from channels.webhook.models import (
 from channels.webhook.openapi import openapi_document
 from channels.webhook.render import reply_status, session_name, to_inbound
 from channels.webhook.stats import WebhookStats
-from core.bus.base import ChannelBus, MessageStatus, OnceKey
+from core.bus.base import MessageStatus, OnceKey
+from core.bus.sql import SqlBus
 
 __all__ = ["WebhookApi"]
 
@@ -103,7 +104,7 @@ class WebhookApi:
         self._buckets = {
             name: TokenBucket(rate=hook.rate, burst=hook.burst) for name, hook in hooks.items()
         }
-        self.bus: ChannelBus | None = None
+        self.bus: SqlBus | None = None
 
     def add_routes(self, app: web.Application) -> None:
         """Route ``/webhook...`` here (once: the app is frozen when it serves)."""
@@ -138,7 +139,7 @@ class WebhookApi:
 
     # -- steps ---------------------------------------------------------------------------
 
-    def _hook(self, name: str, request: web.Request, method: str) -> tuple[HookConfig, ChannelBus]:
+    def _hook(self, name: str, request: web.Request, method: str) -> tuple[HookConfig, SqlBus]:
         hook = self._hooks.get(name)
         if hook is None:
             raise _Refused(404, "unknown hook")

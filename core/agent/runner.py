@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -148,12 +148,15 @@ async def run_agent(
     limits: RunLimits,
     observer: RunObserver,
     model: str | None = None,
+    background: Callable[[], Awaitable[str | None]] | None = None,
 ) -> RunResult:
     """Run LLM turns until the model answers without tool calls (or a limit is hit).
 
     One turn is exactly one LLM call, bracketed by ``assistant.turn_start`` and
     ``assistant.turn_end`` events. ``model`` overrides the provider's model (a
-    subagent's).
+    subagent's). In autopilot, before the run ends, ``background`` is awaited: it waits
+    for background work the run started, and what it returns (what finished) is given
+    to the model as the next user message; None lets the run end.
     """
     result = RunResult()
     conversation = list(history)
@@ -191,9 +194,21 @@ async def run_agent(
             result.messages.append(tool_message)
             if call.name == TASK_COMPLETE_TOOL and not outcome.is_error:
                 result.task_complete = True
-                if not result.text:
-                    result.text = str(call.arguments.get("summary") or "Task complete.")
+                if not completion.text:
+                    # The summary is what the user is shown (the tool says so), not an
+                    # earlier step's "working on it"; text beside the call wins.
+                    summary = str(call.arguments.get("summary") or "").strip()
+                    result.text = summary or result.text or "Task complete."
         await observer.event(TurnEnd(iteration=result.llm_calls))
+        ending = result.task_complete or not completion.tool_calls
+        if ending and limits.autopilot and background is not None:
+            finished = await background()
+            if finished is not None:
+                result.task_complete = False  # not done while its own agents still ran
+                report = ChatMessage(role="user", content=finished)
+                conversation.append(report)
+                result.messages.append(report)
+                continue
         if result.task_complete:
             result.stop = "task_complete"
             break

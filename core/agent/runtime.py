@@ -9,11 +9,12 @@ import math
 from collections import deque
 from collections.abc import AsyncIterator
 
-from core.agent.commands import CommandRouter
 from core.agent.config import AgentConfig
 from core.agent.store_retry import StoreRetries
 from core.agent.turn import TurnControl, TurnHandler
-from core.bus.base import Claim, Inbox
+from core.bus.base import Claim
+from core.bus.sql import SqlBus
+from core.commands import CommandRouter
 from core.errors import StoreError
 from core.logctx import log_context
 from core.messages import InboundMessage
@@ -81,7 +82,7 @@ class AgentRuntime:
     def __init__(
         self,
         *,
-        inbox: Inbox,
+        inbox: SqlBus,
         turns: TurnHandler,
         owner: str,
         config: AgentConfig,

@@ -10,25 +10,27 @@ from typing import Protocol
 from sqlalchemy import Connection
 
 from core.agent.agents_section import AgentListing
-from core.agent.commands import CommandRouter
 from core.agent.config import AgentConfig
 from core.agent.context import ContextBuilder
-from core.bus.base import Inbox
 from core.bus.ephemeral import EphemeralHub
+from core.bus.sql import SqlBus
+from core.commands import CommandRouter
 from core.events import EventLog
 from core.hooks import Hooks
 from core.providers.base import Provider
 from core.sessions import SessionStore
 from core.skills.catalog import SkillCatalog
 from core.store.engine import Store
-from core.tools.base import ToolDeps
+from core.tools.base import ToolContext, ToolDeps
 from core.tools.lineage import Lineage
 from core.tools.registry import ToolRegistry
 
 __all__ = [
     "NO_PROVIDER_HINT",
+    "BackgroundWork",
     "CompactionQueue",
     "ReplyNotices",
+    "SessionModesView",
     "TurnProfile",
     "TurnProfiles",
     "TurnServices",
@@ -56,6 +58,27 @@ class ReplyNotices(Protocol):
     """Text the system appends to a final reply (e.g. commands awaiting approval)."""
 
     async def notice(self, message_id: str) -> str: ...
+
+
+class SessionModesView(Protocol):
+    """A session's standing modes, as a turn reads them."""
+
+    def autopilot_in(self, conn: Connection, session_key: str) -> bool:
+        """Whether every message of the session runs in autopilot (``/autopilot on``),
+        read inside the transaction that begins the turn."""
+        ...
+
+
+class BackgroundWork(Protocol):
+    """The background agents a message started, which its autopilot run waits for."""
+
+    async def settle(self, ctx: ToolContext) -> str | None:
+        """Wait until at least one of the message's running background agents is done.
+
+        Returns:
+            What finished, as a message for the model; None when none runs.
+        """
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,7 +131,7 @@ class TurnServices:
     """
 
     store: Store
-    inbox: Inbox
+    inbox: SqlBus
     hub: EphemeralHub
     sessions: SessionStore
     events: EventLog
@@ -132,3 +155,10 @@ class TurnServices:
     """Awaited before a turn lists its tools (MCP servers start on first use)."""
     skills: SkillCatalog | None = None
     """Agent Skills, listed in the prompt and loaded with the ``skill`` tool; None: off."""
+    modes: SessionModesView | None = None
+    """Sessions' standing modes (``/autopilot``); None: only a message's own flag."""
+    background: BackgroundWork | None = None
+    """What an autopilot message waits for before it ends; None: it never waits."""
+    reserved_tools: dict[str, str] = field(default_factory=dict)
+    """Tools offered to one agent type only, by tool name (``memory_consolidate``:
+    ``rem-agent``); the tool itself refuses every other caller too."""

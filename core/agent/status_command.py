@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.agent.commands import CommandRouter
-from core.bus.base import MessageLookup
+from core.bus.sql import SqlBus
+from core.commands import CommandRouter
 from core.messages import InboundMessage
 from core.sessions import SessionStore
 
@@ -31,7 +31,7 @@ def register_status_command(
     commands: CommandRouter,
     *,
     sessions: SessionStore,
-    queue: MessageLookup,
+    queue: SqlBus,
     provider: Callable[[], str | None],
 ) -> None:
     """Register ``/status`` (a control command: it answers while a turn runs).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from core.bus.base import Inbox
+from core.bus.sql import SqlBus
 from core.errors import StoreError, StoreLost
 
 __all__ = ["StoreRetries"]
@@ -30,7 +30,7 @@ class StoreRetries:
         owner: the lease owner (this runtime).
     """
 
-    def __init__(self, *, inbox: Inbox, owner: str, interval: float = RETRY_SECONDS) -> None:
+    def __init__(self, *, inbox: SqlBus, owner: str, interval: float = RETRY_SECONDS) -> None:
         self._inbox = inbox
         self._owner = owner
         self._interval = interval

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import Connection
 
@@ -13,10 +13,12 @@ from core.agent.runner import RunLimits, RunResult, run_agent
 from core.agent.services import TurnProfile, TurnServices
 from core.bus.base import Claim
 from core.bus.ephemeral import EphemeralHub
+from core.commands import Macro
 from core.errors import CommandError, ProviderError
 from core.event_data import (
     EventPayload,
     Idle,
+    OrchestrationStarted,
     SessionError,
     TaskComplete,
     ToolComplete,
@@ -131,29 +133,48 @@ class TurnHandler:
                 [self._user_event(claim), self._error_event(message, error, "GaveUp")],
             )
         elif self._s.commands.handles(message.text):
-            outcome = await self._command(message)
-        elif self._s.provider is None:
-            outcome = _Outcome(
+            outcome = await self._slash(claim, control)
+        else:
+            outcome = await self._model(claim, control)
+        control.settling = True
+        await self._settle(message, outcome)
+
+    async def _slash(self, claim: Claim, control: TurnControl) -> _Outcome:
+        """A slash command: answered by itself, or (an orchestration macro) by the agent
+        on the prompt the command writes."""
+        try:
+            macro = await self._s.commands.expand(claim.message)
+        except CommandError:
+            macro = None  # the command answers with the same refusal
+        if macro is None:
+            return await self._command(claim.message)
+        return await self._model(claim, control, macro)
+
+    async def _model(
+        self, claim: Claim, control: TurnControl, macro: Macro | None = None
+    ) -> _Outcome:
+        message = claim.message
+        if self._s.provider is None:
+            return _Outcome(
                 self._s.no_provider_hint,
                 "error",
                 [self._user_event(claim), self._error_event(message, "no provider configured")],
             )
-        else:
-            profile = None
-            if self._s.profiles is not None:
-                profile = await self._s.profiles.profile(message.session_key)
-            if profile is not None and profile.refuse is not None:
-                outcome = _Outcome(
-                    profile.refuse,
-                    "error",
-                    [self._user_event(claim), self._error_event(message, profile.refuse)],
-                )
-            else:
-                outcome = await self._agent(
-                    claim, self._s.provider, control, profile or TurnProfile()
-                )
-        control.settling = True
-        await self._settle(message, outcome)
+        profile = None
+        if self._s.profiles is not None:
+            profile = await self._s.profiles.profile(message.session_key)
+        if profile is not None and profile.refuse is not None:
+            return _Outcome(
+                profile.refuse,
+                "error",
+                [self._user_event(claim), self._error_event(message, profile.refuse)],
+            )
+        profile = profile or TurnProfile()
+        if macro is not None:
+            claim = Claim(message.model_copy(update={"text": macro.prompt}), claim.attempt)
+            if macro.tools is not None:
+                profile = replace(profile, tools=macro.tools)
+        return await self._agent(claim, self._s.provider, control, profile, macro)
 
     async def stopped(self, claim: Claim) -> None:
         """Settle a message whose turn was stopped before it began."""
@@ -216,12 +237,13 @@ class TurnHandler:
         except CommandError as exc:
             return _Outcome(str(exc), "error", format="text")
 
-    async def _begin(self, claim: Claim) -> tuple[SessionState, list[HistoryEntry]]:
-        """Record the user turn (once, even on redelivery) and load the session's history."""
+    async def _begin(self, claim: Claim) -> tuple[SessionState, list[HistoryEntry], bool]:
+        """Record the user turn (once, even on redelivery) and load the session's history
+        and whether the session is in autopilot (``/autopilot on``)."""
         s, message = self._s, claim.message
         user_event = self._user_event(claim)
 
-        def job(conn: Connection) -> tuple[SessionState, list[HistoryEntry]]:
+        def job(conn: Connection) -> tuple[SessionState, list[HistoryEntry], bool]:
             state = s.sessions.ensure_in(conn, message.session_key, message.delivery.channel)
             # Not ``claim.attempt > 1``: a turn released at shutdown got its attempt back,
             # so its rerun is attempt 1 again although the user turn is already recorded.
@@ -229,15 +251,21 @@ class TurnHandler:
                 conn, state, inbound_id=message.id, text=message.text
             )
             s.events.add_in(conn, [user_event])
-            return state, history
+            standing = s.modes is not None and s.modes.autopilot_in(conn, message.session_key)
+            return state, history, standing
 
         return await s.store.transact(job)
 
     async def _agent(
-        self, claim: Claim, provider: Provider, control: TurnControl, profile: TurnProfile
+        self,
+        claim: Claim,
+        provider: Provider,
+        control: TurnControl,
+        profile: TurnProfile,
+        macro: Macro | None = None,
     ) -> _Outcome:
         s, message = self._s, claim.message
-        state, history = await self._begin(claim)
+        state, history, standing = await self._begin(claim)
         window, summary = s.context.fit(
             [h.message for h in history],
             summary=state.summary,
@@ -267,6 +295,12 @@ class TurnHandler:
         skills = await s.skills.section(profile.skills) if s.skills is not None else None
         if skills is None:  # nothing to load: the tool is not offered (agentskills.io)
             specs = [spec for spec in specs if spec.name != SKILL_TOOL]
+        if s.reserved_tools:
+            specs = [
+                spec
+                for spec in specs
+                if s.reserved_tools.get(spec.name, profile.agent_type) == profile.agent_type
+            ]
         system = await s.context.system_prompt(
             session_key=state.key,
             channel=message.delivery.channel,
@@ -278,6 +312,9 @@ class TurnHandler:
             skills=skills,
         )
         observer = _TurnObserver(hub=s.hub, events=s.events, message=message)
+        autopilot, background = await self._autopilot(
+            tool_context, standing and profile.depth == 0, macro, observer
+        )
         hooks = TurnHooks(
             hooks=s.hooks,
             message=message,
@@ -301,11 +338,12 @@ class TurnHandler:
                 limits=RunLimits(
                     max_iterations=s.config.max_iterations,
                     max_continuations=s.config.max_continuations,
-                    autopilot=message.autopilot,
+                    autopilot=autopilot,
                     stream=s.config.stream,
                 ),
                 observer=observer,
                 model=profile.model,
+                background=background,
             )
             await hooks.stopped(text=result.text, stop=result.stop)
         except ProviderError as exc:
@@ -332,6 +370,36 @@ class TurnHandler:
         if s.notices is not None:
             outcome.text += await s.notices.notice(message.id)
         return outcome
+
+    async def _autopilot(
+        self,
+        ctx: ToolContext,
+        standing: bool,
+        macro: Macro | None,
+        observer: _TurnObserver,
+    ) -> tuple[bool, Callable[[], Awaitable[str | None]] | None]:
+        """Whether the message runs in autopilot (its own flag, its macro's, or the
+        session's mode), and what it waits for before it ends."""
+        assert ctx.message is not None
+        if macro is not None:
+            await observer.event(
+                OrchestrationStarted(
+                    command=macro.command,
+                    argument=macro.argument,
+                    tools=list(macro.tools) if macro.tools is not None else None,
+                    report=macro.report,
+                )
+            )
+            await observer.flush()  # logged before what the run starts (subagents)
+        autopilot = standing or ctx.message.autopilot or (macro is not None and macro.autopilot)
+        waiter = self._s.background
+        if not autopilot or waiter is None:
+            return autopilot, None
+
+        async def background() -> str | None:
+            return await waiter.settle(ctx)
+
+        return True, background
 
     def _prompt_blocked(
         self, message: InboundMessage, state: SessionState, reason: str, events: list[Event]

@@ -1,9 +1,9 @@
-"""The bus protocols core depends on: publish, inbox, outbox, lookups and reply waiting.
+"""What the bus hands out and takes back: claims, due replies, statuses; and the `Outbox`.
 
-Each consumer takes the narrowest one it needs: a channel or the scheduler only
-publishes (`Publisher`), the agent runtime works the `Inbox`, a `DeliveryWorker` the
-`Outbox`, status pages and waiters use `MessageLookup` and `ReplyWaiter`. `Bus` is all
-of them, for the composition root. `core.bus.sql.SqlBus` implements `Bus`.
+The bus is the store's SQL queue, `core.bus.sql.SqlBus`, and its users type against
+that class (see docs/design-notes.md, "The bus is the store's queue"). `Outbox` is the
+one role with a second implementation (the gateway wraps it to record replies given
+up on), so it stays a Protocol: what a `DeliveryWorker` needs.
 """
 
 from __future__ import annotations
@@ -12,26 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import Connection
-
-from core.messages import Delivery, InboundMessage, OutboundMessage
+from core.messages import InboundMessage, OutboundMessage
 
 __all__ = [
-    "Bus",
-    "ChannelBus",
     "Claim",
     "DueReply",
-    "Inbox",
-    "MessageLookup",
     "MessageState",
     "MessageStatus",
     "OnceKey",
-    "OutboundPublisher",
     "Outbox",
     "Published",
-    "Publisher",
     "QueueCounts",
-    "ReplyWaiter",
 ]
 
 MessageState = Literal["pending", "claimed", "done", "failed"]
@@ -118,83 +109,6 @@ class MessageStatus:
         }
 
 
-class Publisher(Protocol):
-    """What a channel, the scheduler or the heartbeat needs: durable publishing."""
-
-    async def publish_inbound(
-        self, message: InboundMessage, *, once: OnceKey | None = None
-    ) -> Published:
-        """Commit ``message``; returns only once it is durable. Duplicates are dropped.
-
-        A message whose ``event_id`` was already published on its channel within the
-        dedupe window is not stored again: the first message id comes back with
-        ``duplicate=True``. With ``once``, a key already taken on the channel within
-        ``once.seconds`` (by any process on the database) refuses the publish:
-        ``replayed=True``, nothing stored.
-        """
-        ...
-
-
-class Inbox(Publisher, Protocol):
-    """Durable inbound queue with per-session ordering and leases (the agent runtime's)."""
-
-    async def claim(self, *, owner: str, limit: int, lease_seconds: float) -> list[Claim]:
-        """Lease up to ``limit`` messages: the oldest pending one of each idle session
-        that has no suspect (a message whose last attempt was interrupted)."""
-        ...
-
-    async def suspect_waiting(self) -> bool:
-        """Whether a suspect is claimable now."""
-        ...
-
-    async def claim_suspect(self, *, owner: str, lease_seconds: float) -> Claim | None:
-        """Lease one suspect, to run alone (`core.bus.suspects`)."""
-        ...
-
-    def settle_in(
-        self,
-        conn: Connection,
-        message_id: str,
-        *,
-        owner: str,
-        reply: OutboundMessage | None,
-        failed: bool = False,
-    ) -> bool:
-        """The settle write inside a caller's transaction job; call `notify_reply` after.
-
-        Returns False (and stores no reply) when ``owner`` no longer holds the claim.
-        """
-        ...
-
-    def notify_reply(self, reply: OutboundMessage | None) -> None:
-        """Wake the reply's channel and its waiters (after the settling commit)."""
-        ...
-
-    async def settle(
-        self, message_id: str, *, owner: str, reply: OutboundMessage | None, failed: bool = False
-    ) -> bool:
-        """Finish a claim; the reply (if any) is stored once per reply id. False if lost."""
-        ...
-
-    async def renew(
-        self, message_ids: Sequence[str], *, owner: str, lease_seconds: float
-    ) -> set[str]:
-        """Extend the leases of messages still being worked on; returns those still held."""
-        ...
-
-    async def release(self, message_ids: Sequence[str], *, owner: str) -> None:
-        """Give claimed messages back (graceful shutdown): claimable again at once."""
-        ...
-
-    async def release_dead_owners(self) -> int:
-        """Make messages leased by dead processes on this host claimable at once."""
-        ...
-
-    async def wait_inbound(self, timeout: float) -> None:
-        """Return when something may be claimable, or after ``timeout`` seconds."""
-        ...
-
-
 class Outbox(Protocol):
     """Durable final replies awaiting delivery by their channel."""
 
@@ -233,64 +147,3 @@ class Outbox(Protocol):
     async def wait_outbound(self, channel: str, timeout: float) -> None:
         """Return when ``channel`` may have a reply to deliver, or after ``timeout``."""
         ...
-
-
-class OutboundPublisher(Protocol):
-    """Queueing a reply for another channel's delivery (a process that does not run it)."""
-
-    async def publish_outbound(self, message: OutboundMessage) -> bool:
-        """Store ``message`` for delivery by its channel; False if its id was stored already."""
-        ...
-
-
-class MessageLookup(Protocol):
-    """Read-only questions about inbound messages (the only way to ask them)."""
-
-    async def message_status(self, message_id: str) -> MessageStatus | None:
-        """The status of inbound ``message_id`` and its final reply; None when unknown."""
-        ...
-
-    async def message_states(self, message_ids: Sequence[str]) -> dict[str, MessageState]:
-        """The state of each known id among ``message_ids`` (unknown ids are absent)."""
-        ...
-
-    async def last_user_delivery(self, session_key: str) -> Delivery | None:
-        """Where the newest user message of ``session_key`` came from, if any."""
-        ...
-
-    async def queue_counts(self, session_key: str | None = None) -> QueueCounts:
-        """Pending and claimed messages, of one session or of all."""
-        ...
-
-    async def queued_by_session(self, session_keys: Sequence[str]) -> dict[str, int]:
-        """Pending + claimed messages per session, for the given sessions (absent: 0)."""
-        ...
-
-    async def newest_seq(self) -> int:
-        """The newest inbound sequence number (0 when none)."""
-        ...
-
-    async def channels_after(self, seq: int, *, limit: int) -> list[tuple[int, str]]:
-        """``(seq, channel)`` of messages published after ``seq``, oldest first."""
-        ...
-
-
-class ReplyWaiter(Protocol):
-    """Waiting for the final reply of one message: for any channel, or a subagent's parent."""
-
-    async def wait_reply(self, message_id: str, timeout: float | None) -> OutboundMessage | None:
-        """The final reply to ``message_id`` once it is settled, or None after ``timeout``.
-
-        Works for replies settled by any process sharing the database (in-process settles
-        wake the waiter at once; others are seen by polling). None ``timeout`` waits
-        without a limit.
-        """
-        ...
-
-
-class ChannelBus(Publisher, MessageLookup, ReplyWaiter, Protocol):
-    """What a channel may do with the bus: publish, look up, wait for replies."""
-
-
-class Bus(Inbox, Outbox, OutboundPublisher, MessageLookup, ReplyWaiter, Protocol):
-    """Every bus role at once: what the composition root builds and hands out narrowly."""

@@ -34,7 +34,7 @@ _QUEUED_OF = (
 
 
 class SqlLookups:
-    """The `MessageLookup` half of the SQL bus (reads only, through async sessions)."""
+    """The lookups of the SQL bus (reads only, through async sessions)."""
 
     _store: Store
 

@@ -1,4 +1,9 @@
-"""The durable bus on the store's SQL database (SQLite by default, PostgreSQL to scale)."""
+"""The bus: the durable queue on the store's SQL database (SQLite, or PostgreSQL to scale).
+
+There is one bus and this is it; callers type against `SqlBus` (docs/design-notes.md,
+"The bus is the store's queue"). The inbox is here, the outbox in `core.bus.outbox`,
+the read-only lookups in `core.bus.lookups`, suspects in `core.bus.suspects`.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,10 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, Update, bindparam, func, or_, select, update
 
-from core.bus.base import Claim, DueReply, OnceKey, Published
+from core.bus.base import Claim, OnceKey, Published
 from core.bus.dedupe import DEDUPE_WINDOW_SECONDS, prune_once_in, take_in
 from core.bus.lookups import SqlLookups
+from core.bus.outbox import SqlOutbox, reply_row
 from core.bus.owner import make_owner, owner_is_dead
 from core.bus.reply_reads import ReplyReads
 from core.bus.signals import KeyedWaiters, Signal, SignalMap
@@ -22,7 +28,6 @@ from core.bus.wakeups import Wakeups
 from core.messages import InboundMessage, OutboundMessage
 from core.store.engine import Store
 from core.store.models import SessionRow
-from core.store.prepared import Prepared
 from core.store.sql import insert_ignore
 
 __all__ = ["DEDUPE_WINDOW_SECONDS", "SqlBus", "is_control"]
@@ -31,7 +36,8 @@ log = logging.getLogger(__name__)
 
 MAX_REPLY_POLL = 8.0
 """Longest gap between a reply waiter's store reads (replies settled by other processes)."""
-CONTROL_COMMANDS = frozenset({"/stop", "/status"})  # answered also while a turn runs
+CONTROL_COMMANDS = frozenset({"/stop", "/status", "/answer", "/decline"})
+"""Answered also while a turn runs (an MCP call may be waiting for that /answer)."""
 
 _inbound = InboundRow.__table__  # type: ignore[attr-defined]
 _outbound = OutboundRow.__table__  # type: ignore[attr-defined]
@@ -51,7 +57,7 @@ _QUEUED_BESIDE = (
     .scalar_subquery()
 )
 """Another message of the settled one's session still queued (or in another claim)."""
-_SETTLE = Prepared(
+_SETTLE = (
     update(_inbound)
     .where(
         _inbound.c.id == bindparam("message_id"),
@@ -88,7 +94,7 @@ _CONTROLS = (
 # busy, and the UPDATE re-checks each head row it takes against the newest committed
 # version (a head another claimer took, or that was settled since, is skipped). A head
 # only ever leaves the eligible states, or comes back by a release of that same head.
-_CLAIM = Prepared(
+_CLAIM = (
     update(_inbound)
     .where(or_(_inbound.c.seq.in_(_HEADS), _inbound.c.seq.in_(_CONTROLS)), _ELIGIBLE)
     .values(
@@ -99,53 +105,7 @@ _CLAIM = Prepared(
     )
     .returning(_inbound.c.seq, _inbound.c.payload, _inbound.c.attempts)
 )
-_DELIVERED = Prepared(
-    update(_outbound)
-    .where(_outbound.c.id == bindparam("outbound_id"), _outbound.c.status == "pending")
-    .values(
-        status="delivered",
-        delivered_at=bindparam("now"),
-        attempts=_outbound.c.attempts + 1,
-        lease_owner=None,
-    )
-)
 _IDLE_MEMORY = 10_000
-_DUE_OUTBOUND = (
-    select(_outbound.c.id)
-    .where(
-        _outbound.c.channel == bindparam("b_channel"),
-        _outbound.c.status == "pending",
-        _outbound.c.next_attempt_at <= bindparam("now"),
-    )
-    .order_by(_outbound.c.created_at)
-    .limit(bindparam("limit"))
-)
-"""The ids of a channel's due replies, oldest first (at most ``limit``)."""
-
-
-def _lease_outbound_statement(*, lock: bool) -> Update:
-    """Take a channel's due replies: their next attempt moves to the lease's end.
-
-    ``lock``: skip rows another transaction holds (PostgreSQL's concurrent senders).
-    """
-    due = _DUE_OUTBOUND
-    if lock:
-        due = due.with_for_update(skip_locked=True)
-    return (
-        update(_outbound)
-        .where(
-            _outbound.c.id.in_(due.scalar_subquery()),
-            _outbound.c.status == "pending",
-            _outbound.c.next_attempt_at <= bindparam("now"),
-        )
-        .values(next_attempt_at=bindparam("until"), lease_owner=bindparam("b_owner"))
-        .returning(_outbound.c.payload, _outbound.c.attempts, _outbound.c.created_at)
-    )
-
-
-_LEASE_OUTBOUND = Prepared(_lease_outbound_statement(lock=False))
-_LEASE_OUTBOUND_LOCKED = Prepared(_lease_outbound_statement(lock=True))
-_DUE_REPLIES = _DUE_OUTBOUND.with_only_columns(_outbound.c.payload, _outbound.c.attempts)
 _PRUNE_ONCE_EVERY = 60.0
 """Seconds between deletions of a channel's expired one-time keys (per process)."""
 
@@ -164,23 +124,8 @@ def _owned_claims(message_ids: Sequence[str], owner: str) -> Update:
     )
 
 
-def reply_row(reply: OutboundMessage, now: float) -> dict[str, object]:
-    """The outbound table row of a final reply."""
-    return {
-        "id": reply.id,
-        "inbound_id": reply.inbound_id,
-        "session_key": reply.session_key,
-        "channel": reply.delivery.channel,
-        "payload": reply.model_dump_json(),
-        "status": "pending",
-        "attempts": 0,
-        "next_attempt_at": now,
-        "created_at": now,
-    }
-
-
-class SqlBus(SqlLookups, SuspectClaims):
-    """The `Bus` on SQL tables; in-process signals make wake-ups immediate.
+class SqlBus(SqlLookups, SuspectClaims, SqlOutbox):
+    """The bus on SQL tables; in-process signals make wake-ups immediate.
 
     Writes are jobs run by :meth:`Store.transact` (group-committed on SQLite), so a
     caller such as the turn layer can settle a message in the same transaction as
@@ -219,10 +164,6 @@ class SqlBus(SqlLookups, SuspectClaims):
         wakeups.on("outbound", lambda channel, _peer: self._outbound_signals.set(channel))
         wakeups.on("reply", lambda message_id, _peer: self._reply_waiters.wake(message_id))
 
-    def _announce(self, *notes: tuple[str, str]) -> None:
-        if self._wakeups is not None:
-            self._wakeups.announce(*notes)
-
     # -- inbox ---------------------------------------------------------------------------
 
     async def publish_inbound(
@@ -245,8 +186,8 @@ class SqlBus(SqlLookups, SuspectClaims):
                 first = take_in(conn, dialect, f"{channel}:{message.event_id}", message.id, now)
                 if first is not None:
                     return Published(first, duplicate=True)
-            inserted = insert_ignore(dialect, _inbound).run(
-                conn,
+            inserted = conn.execute(
+                insert_ignore(dialect, _inbound),
                 {
                     "id": message.id,
                     "session_key": message.session_key,
@@ -256,11 +197,11 @@ class SqlBus(SqlLookups, SuspectClaims):
                     "created_at": now,
                     "attempts": 0,
                 },
-            )
+            ).rowcount
             if inserted == 0:
                 return Published(message.id, duplicate=True)
-            insert_ignore(dialect, _sessions).run(
-                conn,
+            conn.execute(
+                insert_ignore(dialect, _sessions),
                 {
                     "key": message.session_key,
                     "channel": channel,
@@ -294,7 +235,7 @@ class SqlBus(SqlLookups, SuspectClaims):
         params = {"now": now, "limit": limit, "owner": owner, "until": now + lease_seconds}
 
         def job(conn: Connection) -> list[tuple[int, str, int]]:
-            return [(r[0], r[1], r[2]) for r in _CLAIM.rows(conn, params)]
+            return [(r[0], r[1], r[2]) for r in conn.execute(_CLAIM, params)]
 
         rows = sorted(await self._store.write_one(job))
         return [Claim(InboundMessage.model_validate_json(p), attempt=a) for _, p, a in rows]
@@ -314,8 +255,8 @@ class SqlBus(SqlLookups, SuspectClaims):
         message went to another attempt, which answers it.
         """
         now = self._clock()
-        settled = _SETTLE.first(
-            conn,
+        settled = conn.execute(
+            _SETTLE,
             {
                 "message_id": message_id,
                 "owner": owner,
@@ -323,11 +264,11 @@ class SqlBus(SqlLookups, SuspectClaims):
                 "now": now,
                 "b_session_key": "" if reply is None else reply.session_key,
             },
-        )
+        ).first()
         if settled is None:
             return False
         if reply is not None:
-            insert_ignore(self._store.dialect, _outbound).run(conn, reply_row(reply, now))
+            conn.execute(insert_ignore(self._store.dialect, _outbound), reply_row(reply, now))
             self._remember_idle(message_id, idle=settled[0] is None)
         return True
 
@@ -442,125 +383,3 @@ class SqlBus(SqlLookups, SuspectClaims):
             # Settles in this process wake at once; polling only covers other processes,
             # so a long wait backs off instead of reading the store every second.
             poll = min(poll * 2, MAX_REPLY_POLL)
-
-    # -- outbox --------------------------------------------------------------------------
-
-    async def due_outbound(
-        self, channel: str, *, limit: int, lease_seconds: float | None = None
-    ) -> list[DueReply]:
-        if lease_seconds is not None:
-            return await self._lease_outbound(channel, limit=limit, lease_seconds=lease_seconds)
-        params = {"b_channel": channel, "now": self._clock(), "limit": limit}
-        async with self._store.read() as conn:
-            rows = (await conn.execute(_DUE_REPLIES, params)).all()
-        return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a in rows]
-
-    async def _lease_outbound(
-        self, channel: str, *, limit: int, lease_seconds: float
-    ) -> list[DueReply]:
-        """Take the due replies of ``channel`` for ``lease_seconds``: their next attempt
-        moves past the lease, so no other process sends them meanwhile (a sender that dies
-        mid-send leaves them due again when the lease ends: at least once, never twice
-        at the same time)."""
-        now = self._clock()
-        statement = _LEASE_OUTBOUND if self._store.is_sqlite else _LEASE_OUTBOUND_LOCKED
-        params = {
-            "now": now,
-            "b_channel": channel,
-            "limit": limit,
-            "until": now + lease_seconds,
-            "b_owner": self._owner,
-        }
-        taken = await self._store.write_one(lambda conn: statement.rows(conn, params))
-        rows = sorted(taken, key=lambda r: float(r[2]))
-        return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a, _ in rows]
-
-    async def release_outbound(self, outbound_ids: Sequence[str]) -> None:
-        if not outbound_ids:
-            return
-        statement = (
-            update(_outbound)
-            .where(
-                _outbound.c.id.in_(list(outbound_ids)),
-                _outbound.c.status == "pending",
-                _outbound.c.lease_owner == self._owner,
-            )
-            .values(next_attempt_at=self._clock(), lease_owner=None)
-        )
-        await self._store.write_one(lambda conn: conn.execute(statement))
-
-    async def release_dead_senders(self, *, is_dead: Callable[[str], bool] = owner_is_dead) -> int:
-        now = self._clock()
-
-        def job(conn: Connection) -> int:
-            owners = conn.execute(
-                select(_outbound.c.lease_owner)
-                .where(_outbound.c.status == "pending", _outbound.c.lease_owner.is_not(None))
-                .distinct()
-            ).all()
-            dead = [o for (o,) in owners if o and is_dead(o)]
-            if not dead:
-                return 0
-            res = conn.execute(
-                update(_outbound)
-                .where(_outbound.c.status == "pending", _outbound.c.lease_owner.in_(dead))
-                .values(next_attempt_at=now, lease_owner=None)
-            )
-            return int(res.rowcount)
-
-        count = await self._store.transact(job)
-        if count:
-            log.info("released deliveries of dead senders count=%d", count)
-        return count
-
-    async def publish_outbound(self, message: OutboundMessage) -> bool:
-        row = reply_row(message, self._clock())
-        dialect = self._store.dialect
-        stored = await self._store.write_one(
-            lambda conn: insert_ignore(dialect, _outbound).run(conn, row)
-        )
-        self._outbound_signals.set(message.delivery.channel)
-        self._announce(("outbound", message.delivery.channel))
-        return bool(stored == 1)
-
-    async def mark_delivered(self, outbound_id: str) -> bool:
-        now = self._clock()
-        res = await self._store.write_one(
-            lambda conn: _DELIVERED.run(conn, {"outbound_id": outbound_id, "now": now})
-        )
-        return bool(res == 1)
-
-    async def mark_failed(self, outbound_id: str, *, error: str, retry_in: float | None) -> None:
-        values: dict[str, object] = {
-            "attempts": _outbound.c.attempts + 1,
-            "last_error": error[:2000],
-            "lease_owner": None,
-        }
-        if retry_in is None:
-            values["status"] = "failed"
-        else:
-            values["next_attempt_at"] = self._clock() + retry_in
-        await self._store.write_one(
-            lambda conn: conn.execute(
-                update(_outbound)
-                .where(_outbound.c.id == outbound_id, _outbound.c.status == "pending")
-                .values(**values)
-            )
-        )
-
-    async def defer_outbound(self, outbound_id: str, *, reason: str, retry_in: float) -> None:
-        values = {
-            "last_error": reason[:2000],
-            "lease_owner": None,
-            "next_attempt_at": self._clock() + retry_in,
-        }
-        await self._store.transact(
-            lambda conn: conn.execute(
-                update(_outbound)
-                .where(_outbound.c.id == outbound_id, _outbound.c.status == "pending")
-                .values(**values)
-            )
-        )
-
-    async def wait_outbound(self, channel: str, timeout: float) -> None:
-        await self._outbound_signals.wait(channel, timeout)

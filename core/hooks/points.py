@@ -7,8 +7,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from core.agent.commands import CommandHandler, CommandRouter
-from core.bus.base import Publisher
+from core.bus.sql import SqlBus
+from core.commands import CommandHandler, CommandRouter
 from core.event_data import EventPayload
 from core.events import Event, EventLog
 from core.messages import InboundMessage
@@ -97,7 +97,7 @@ class TurnHooks:
         message: InboundMessage,
         ctx: ToolContext,
         record: Record,
-        publisher: Publisher,
+        publisher: SqlBus,
         pending: Pending | None = None,
     ) -> None:
         """

@@ -2,7 +2,8 @@
 
 This package only exports the light parts (config, ``mcp.json`` parsing); the parts
 that load the MCP SDK are imported from their modules (``core.mcp.manager``,
-``core.mcp.connection``, ``core.mcp.tools``), so reading config stays fast.
+``core.mcp.connection``, ``core.mcp.tools``; ``core.mcp.hosting`` with the task bridge,
+elicitation and sampling), so reading config stays fast.
 """
 
 from __future__ import annotations

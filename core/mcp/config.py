@@ -50,6 +50,11 @@ class McpServerConfig(BaseModel):
         timeout: seconds one tool call may take.
         tools: fnmatch patterns of the server's tool names offered to the model
             (``None``: all of them).
+        tasks: which tools are called as MCP tasks (background ``mcp-task`` records):
+            ``required`` (default) only those whose ``execution.taskSupport`` requires
+            it; ``optional`` also those that allow it.
+        sampling: let the server ask familiar's model (``sampling/createMessage``);
+            off by default, refused with an error.
         source: where the definition came from (set by the loader, shown by
             ``familiar mcp list``).
     """
@@ -68,6 +73,8 @@ class McpServerConfig(BaseModel):
     eager: bool = False
     timeout: float = Field(default=60.0, gt=0)
     tools: list[str] | None = None
+    tasks: Literal["required", "optional"] = "required"
+    sampling: bool = False
     source: str = "config.toml"
 
     _passthrough = field_validator("env_passthrough")(_env_names)
@@ -152,6 +159,10 @@ class McpConfig(BaseModel):
         restart_backoff: seconds before the first restart of a failed server; doubles
             on each further failure up to ``max_restart_backoff``.
         max_restart_backoff: the longest wait between restarts.
+        elicitation_timeout: seconds a server's question (``elicitation/create``) waits
+            for ``/answer`` or ``/decline`` before it is cancelled.
+        sampling_max_tokens: the most tokens a server's sampling request may have the
+            model generate (a larger ``maxTokens`` is lowered to it).
         server: the MCP server familiar itself offers (``familiar mcp serve``).
     """
 
@@ -166,6 +177,8 @@ class McpConfig(BaseModel):
     reload_interval: float = Field(default=2.0, ge=0, le=3600)
     restart_backoff: float = Field(default=0.5, gt=0)
     max_restart_backoff: float = Field(default=60.0, gt=0)
+    elicitation_timeout: float = Field(default=600.0, gt=0)
+    sampling_max_tokens: int = Field(default=1024, ge=1)
     server: McpServeConfig = Field(default_factory=McpServeConfig)
 
     _passthrough = field_validator("env_passthrough")(_env_names)

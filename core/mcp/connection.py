@@ -22,16 +22,18 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types
-from mcp import Client
+from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
-from core.errors import ConfigError, ToolFailed
+from core.errors import ConfigError, McpRefused, ToolFailed
 
 from .config import McpServerConfig
+from .host import CallOwner, McpHost, related_task
 from .redact import redact_urls
+from .session import OpenSession, open_session
 from .state import ServerState
 from .stdio import ProcessReport, stdio_transport
 
@@ -73,6 +75,8 @@ class McpConnection:
         passthrough: names of the daemon's variables every stdio server gets
             (``[mcp] env_passthrough``), beside the server's own ``env_passthrough``.
         on_change: called whenever its state, error or tools change.
+        host: answers the server's questions to the person, requests for the model and
+            task progress (None: they are refused).
     """
 
     def __init__(
@@ -88,6 +92,7 @@ class McpConnection:
         verify: Callable[[McpServerConfig], str | None] | None = None,
         passthrough: Sequence[str] = (),
         on_change: Callable[[McpConnection], None] | None = None,
+        host: McpHost | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -99,6 +104,10 @@ class McpConnection:
         self._verify = verify
         self._passthrough = tuple(passthrough)
         self._on_change = on_change
+        self.host = host
+        self._callers: list[CallOwner] = []
+        """Owners of the plain calls running now (a server's question during a call
+        goes to the newest)."""
         self.state = ServerState.STOPPED
         self.error: str | None = None
         """Why the last connection failed or ended (None while it is fine)."""
@@ -112,7 +121,7 @@ class McpConnection:
         """The server's tools as last listed (after the ``tools`` allow-list)."""
         self.starts = 0
         """Connections opened so far (1 after the first start; more after restarts)."""
-        self._client: Client | None = None
+        self._client: OpenSession | None = None
         self._ready = asyncio.Event()
         self._settled = asyncio.Event()
         """Set once the first connection attempt ended (ready or failed)."""
@@ -162,12 +171,18 @@ class McpConnection:
         return self.state is ServerState.READY
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], *, progress: ProgressFn | None = None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        progress: ProgressFn | None = None,
+        owner: CallOwner | None = None,
     ) -> mcp_types.CallToolResult:
         """Call ``tool`` on the server, within the server's ``timeout``.
 
         With ``progress``, the request carries a ``progressToken`` and each progress
-        notification of the server for it is handed to ``progress``.
+        notification of the server for it is handed to ``progress``. ``owner``: whose
+        conversation a question of the server during the call goes to.
 
         Raises:
             ToolFailed: the server is not available, the call timed out, or the
@@ -175,9 +190,11 @@ class McpConnection:
         """
         client = await self._connected()
         timeout = self.config.timeout
+        if owner is not None:
+            self._callers.append(owner)
         try:
             async with asyncio.timeout(timeout):
-                return await client.call_tool(
+                result = await client.session.call_tool(
                     tool, arguments, read_timeout_seconds=timeout, progress_callback=progress
                 )
         except TimeoutError:
@@ -190,6 +207,77 @@ class McpConnection:
             raise ToolFailed(f"MCP server {self.name!r} refused {tool}: {exc.message}") from exc
         except _BROKEN as exc:
             raise self._lost(tool, exc) from exc
+        finally:
+            if owner is not None:
+                self._callers.remove(owner)
+        if not isinstance(result, mcp_types.CallToolResult):
+            raise ToolFailed(f"MCP server {self.name!r} answered {tool} with an unexpected result")
+        return result
+
+    async def request(
+        self, method: str, params: dict[str, Any], *, what: str, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Send ``method`` (one the SDK has no typed call for: the task requests) and
+        return its raw result; errors as for :meth:`call` (``what`` names it in them)."""
+        client = await self._connected()
+        limit = self.config.timeout if timeout is None else timeout
+        try:
+            async with asyncio.timeout(limit):
+                return await client.raw(method, params, timeout=limit)
+        except TimeoutError:
+            raise self._timed_out(what) from None
+        except MCPError as exc:
+            if exc.code == mcp_types.REQUEST_TIMEOUT:
+                raise self._timed_out(what) from exc
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                raise self._lost(what, exc) from exc
+            raise McpRefused(
+                f"MCP server {self.name!r} refused {what}: {exc.message}", code=exc.code
+            ) from exc
+        except _BROKEN as exc:
+            raise self._lost(what, exc) from exc
+
+    def _owner_of(self, task: str | None) -> CallOwner | None:
+        return None if task is not None or not self._callers else self._callers[-1]
+
+    async def _elicit(
+        self, context: ClientRequestContext, params: Any
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        task = related_task(context.meta)
+        if self.host is None:
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message="nobody to ask")
+        if task is None and len({c.root_key for c in self._callers}) > 1:
+            # Which call asks is not on the wire (stdio): never ask the wrong person.
+            log.warning(
+                "mcp server %s: a question during calls of several sessions refused", self.name
+            )
+            return mcp_types.ErrorData(
+                code=mcp_types.INVALID_REQUEST,
+                message="several conversations are calling this server now; "
+                "familiar cannot tell whose question this is",
+            )
+        return await self.host.elicit(self.name, self._owner_of(task), task, params)
+
+    async def _sample(
+        self, context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
+    ) -> Any:
+        task = related_task(context.meta)
+        if self.host is None:
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message="sampling is off")
+        return await self.host.sample(self.name, self._owner_of(task), task, params)
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, mcp_types.ProgressNotification) and self.host is not None:
+            await self.host.progress(self.name, message)
+        elif isinstance(message, mcp_types.ToolListChangedNotification):
+            client = self._client
+            if client is not None:
+                tools = await _list_tools(client)
+                self.tools = [t for t in tools if self._offered(t.name)]
+                log.info("mcp server %s tools changed: %d tools", self.name, len(self.tools))
+                if self._on_tools is not None:
+                    self._on_tools(self)
+                self._changed()
 
     def _timed_out(self, tool: str) -> ToolFailed:
         return ToolFailed(
@@ -205,7 +293,7 @@ class McpConnection:
             "the server is being restarted, the call may be retried"
         )
 
-    async def _connected(self) -> Client:
+    async def _connected(self) -> OpenSession:
         if self._client is not None and self.state is ServerState.READY:
             return self._client
         if self._task is None:
@@ -270,7 +358,14 @@ class McpConnection:
                 raise ConfigError(refused, key="trust")
         async with AsyncExitStack() as stack:
             async with asyncio.timeout(self._connect_timeout):
-                client = await stack.enter_async_context(Client(self._transport(stack)))
+                client = await open_session(
+                    stack,
+                    self._transport(stack),
+                    sampling=self.config.sampling,
+                    elicitation_callback=self._elicit,
+                    sampling_callback=self._sample,
+                    message_handler=self._on_message,
+                )
                 tools = await _list_tools(client)
             self.starts += 1
             self.tools = [t for t in tools if self._offered(t.name)]
@@ -334,11 +429,12 @@ class McpConnection:
         return streamable_http_client(url, http_client=http)
 
 
-async def _list_tools(client: Client) -> list[mcp_types.Tool]:
+async def _list_tools(client: OpenSession) -> list[mcp_types.Tool]:
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
     for _ in range(_MAX_TOOL_PAGES):
-        page = await client.list_tools(cursor=cursor)
+        params = mcp_types.PaginatedRequestParams(cursor=cursor)
+        page = await client.session.list_tools(params=params)
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.errors import ConfigError
+from core.tool_aliases import safe_server_name
 
 from .config import McpServerConfig
 
@@ -37,7 +38,6 @@ _TYPES = {
     "sse": "sse",
 }
 _FIELDS = ("type", "command", "args", "env", "cwd", "url", "headers", "tools", "timeout")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:
@@ -55,11 +55,6 @@ def expand(text: str, env: Mapping[str, str]) -> str:
         return value
 
     return _VAR.sub(one, text)
-
-
-def safe_server_name(name: str) -> str:
-    """``name`` with every character outside ``A-Za-z0-9_-`` replaced by ``_``."""
-    return _UNSAFE.sub("_", name) or "_"
 
 
 def _expand_all(value: Any, env: Mapping[str, str]) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,7 @@ from .state import ServerState
 
 if TYPE_CHECKING:
     from .connection import McpConnection
+    from .host import McpHost
 
 __all__ = ["McpManager", "ServerStatus"]
 
@@ -40,6 +41,9 @@ class ServerStatus:
     """The end of a stdio server's stderr when its process failed (secrets masked)."""
     exit_status: int | None = None
     """How that process ended (negative: killed by that signal)."""
+    task_support: dict[str, str] = field(default_factory=dict)
+    """The public names of its tools that run as MCP tasks, and their ``taskSupport``
+    (``required``, or ``optional`` where the server's ``tasks = "optional"``)."""
 
 
 class McpManager:
@@ -55,6 +59,9 @@ class McpManager:
             in the gateway; never the workspace, which the agent writes).
         verify: why a server may not start now, or None (asked before every start:
             `core.mcp.trust.trust_verifier`); blocking, so it runs in a thread.
+        host_factory: makes the `McpHost` that answers the servers' questions, sampling
+            requests and task tools (`core.mcp.hosting`); called with the first
+            connection, so a gateway without servers never builds it. None: refused.
     """
 
     def __init__(
@@ -64,12 +71,15 @@ class McpManager:
         registry: ToolRegistry,
         cwd: Path,
         verify: Callable[[McpServerConfig], str | None] | None = None,
+        host_factory: Callable[[], McpHost] | None = None,
     ) -> None:
         self.config = config
+        self._host_factory = host_factory
         self._registry = registry
         self._cwd = cwd
         self._verify = verify
         self._listeners: list[Callable[[], None]] = []
+        self._host: McpHost | None = None
         self.connections: dict[str, McpConnection] = {
             name: self._connection(name, server) for name, server in config.servers.items()
         }
@@ -77,12 +87,20 @@ class McpManager:
         self._first_use: asyncio.Task[None] | None = None
         self._every = False
         """Every enabled server was started (not only the eager ones)."""
+        self._task_support: dict[str, dict[str, str]] = {}
+
+    @property
+    def host(self) -> McpHost | None:
+        """The host of the connections, once one was made."""
+        return self._host
 
     def _connection(self, name: str, server: McpServerConfig) -> McpConnection:
         # The mcp SDK (with starlette, uvicorn, cryptography...) costs every process that
         # imports it ~0.5 s and tens of MiB: only a gateway with servers does.
         from .connection import McpConnection
 
+        if self._host is None and self._host_factory is not None:
+            self._host = self._host_factory()
         config = self.config
         return McpConnection(
             name=name,
@@ -95,6 +113,7 @@ class McpManager:
             verify=self._verify,
             passthrough=config.env_passthrough,
             on_change=lambda _: self._changed(),
+            host=self._host,
         )
 
     def on_change(self, listener: Callable[[], None]) -> None:
@@ -182,6 +201,7 @@ class McpManager:
                 starts=c.starts,
                 stderr=c.stderr,
                 exit_status=c.exit_status,
+                task_support=dict(self._task_support.get(name, {})),
             )
             for name, c in sorted(self.connections.items())
         ]
@@ -191,6 +211,7 @@ class McpManager:
         return [s for s in self.status() if s.enabled and s.state == ServerState.FAILED.value]
 
     def _unregister(self, server: str) -> None:
+        self._task_support.pop(server, None)
         for name in self._registered.pop(server, []):
             self._registry.unregister(name)
 
@@ -199,6 +220,7 @@ class McpManager:
 
         self._unregister(connection.name)
         names: list[str] = []
+        support: dict[str, str] = {}
         for remote in connection.tools:
             tool = McpTool(connection=connection, tool=remote, max_output=self.config.max_output)
             try:
@@ -212,5 +234,8 @@ class McpManager:
                 )
                 continue
             names.append(tool.name)
+            if tool.as_task:
+                support[tool.name] = tool.task_support
         self._registered[connection.name] = names
+        self._task_support[connection.name] = support
         self._changed()

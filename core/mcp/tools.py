@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types
 
@@ -16,8 +16,11 @@ from core.messages import InboundMessage, Progress
 from core.tools.base import ToolContext
 
 from .connection import McpConnection, ProgressFn
+from .host import CallOwner
 
-__all__ = ["McpTool", "progress_text", "render_result", "tool_name"]
+__all__ = ["McpTool", "call_owner", "progress_text", "render_result", "tool_name"]
+
+TaskSupport = Literal["forbidden", "optional", "required"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME = 64
@@ -100,11 +103,24 @@ def _reporter(hub: EphemeralHub, inbound: InboundMessage, tool: str) -> Progress
     return report
 
 
+def call_owner(ctx: ToolContext) -> CallOwner:
+    """Whose conversation a call made from ``ctx`` belongs to."""
+    message = ctx.message
+    return CallOwner(
+        session_key=ctx.session_key,
+        root_key=ctx.root_session_key,
+        delivery=message.delivery if message is not None and ctx.lineage is None else None,
+        message_id=message.id if message is not None else None,
+    )
+
+
 class McpTool:
     """A tool of an MCP server, run through its `McpConnection`.
 
     Its parameters are the server's input schema, passed through unchanged (the server
-    validates the arguments and answers bad ones with an error result).
+    validates the arguments and answers bad ones with an error result). A tool whose
+    ``execution.taskSupport`` is ``required`` (or ``optional``, on a server with
+    ``tasks = "optional"``) is called as a task, through the connection's `McpHost`.
     """
 
     def __init__(self, *, connection: McpConnection, tool: mcp_types.Tool, max_output: int) -> None:
@@ -118,6 +134,22 @@ class McpTool:
         schema.setdefault("properties", {})
         self.parameters: dict[str, Any] = schema
         self._max_output = max_output
+        execution = tool.execution
+        self.task_support: TaskSupport = (
+            execution.task_support if execution and execution.task_support else "forbidden"
+        )
+
+    @property
+    def as_task(self) -> bool:
+        """Whether calls of this tool are task-augmented (run as ``mcp-task`` records)."""
+        wanted = self.connection.config.tasks
+        return self.task_support == "required" or (
+            self.task_support == "optional" and wanted == "optional"
+        )
+
+    def render(self, result: mcp_types.CallToolResult) -> str:
+        """The model's text of a result (capped at ``max_output``)."""
+        return render_result(result, limit=self._max_output)
 
     async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> str:
         """Call the remote tool; an ``is_error`` result raises `ToolFailed` with its text.
@@ -125,9 +157,16 @@ class McpTool:
         The call asks for progress notifications; each becomes a progress note of the
         turn (what ``familiar chat``, Slack and Teams show while a reply is made).
         """
+        if self.as_task:
+            host = self.connection.host
+            if host is None:
+                raise ToolFailed(f"{self.name} runs as an MCP task, which is not available here")
+            return await host.call_as_task(ctx, self, arguments)
         hub = ctx.deps.get(EphemeralHub)
         progress = _reporter(hub, ctx.message, self.name) if hub and ctx.message else None
-        result = await self.connection.call(self.remote_name, arguments, progress=progress)
+        result = await self.connection.call(
+            self.remote_name, arguments, progress=progress, owner=call_owner(ctx)
+        )
         text = render_result(result, limit=self._max_output)
         if result.is_error:
             raise ToolFailed(text or f"{self.name} failed")

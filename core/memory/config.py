@@ -65,4 +65,10 @@ class MemoryConfig(BaseModel):
     next one is due only after that much new conversation."""
     compaction_poll_seconds: float = Field(default=5.0, gt=0)
     """How often pending compaction jobs (other processes', crashed ones) are looked for."""
+    consolidate_after_idle: float = Field(default=0.0, ge=0)
+    """Seconds a conversation must be idle before rem-agent consolidates its memory by
+    itself (at most once per this period, only after new activity); 0: off."""
+    consolidate_global_channels: list[str] = Field(default_factory=list)
+    """Channels (``slack``, ``cli``...) whose conversations rem-agent may consolidate
+    into the ``global`` scope too; elsewhere it writes only the conversation's own."""
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .commands import parse_schedule_id, register_schedule_commands, schedule_created_reply
 from .config import HeartbeatConfig, SchedulerConfig, parse_active_hours
-from .firing import SchedulingBus
 from .heartbeat import HEARTBEAT_FILE, HEARTBEAT_OK, HeartbeatService, within_hours
 from .records import (
     ScheduleInfo,
@@ -34,7 +33,6 @@ __all__ = [
     "ScheduleSpec",
     "ScheduleTarget",
     "SchedulerConfig",
-    "SchedulingBus",
     "build_trigger",
     "describe",
     "firing_id_for",

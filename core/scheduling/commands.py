@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 
-from core.agent.commands import CommandRouter
+from core.commands import CommandRouter
 from core.errors import CommandError
 from core.messages import InboundMessage
 from core.scheduling.records import ScheduleInfo

@@ -3,43 +3,26 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Protocol
 
-from core.bus.base import MessageState, Published
+from core.bus.sql import SqlBus
 from core.event_data import ScheduleFired, ScheduleMissed, SessionError
 from core.events import Event, EventLog
-from core.messages import Delivery, InboundMessage
+from core.messages import InboundMessage
 from core.scheduling.records import ScheduleInfo, firing_id_for, firing_message_id
 from core.scheduling.recurrence import count_missed, next_run_after
 from core.scheduling.repository import Fired, ScheduleRepository
 from core.scheduling.timer import Problem
 from core.scheduling.units import format_duration
 
-__all__ = ["Firing", "SchedulingBus"]
+__all__ = ["Firing"]
 
 log = logging.getLogger(__name__)
 
 _RETRY_AFTER_ERROR = 30.0
 """Seconds before a schedule whose firing raised is looked at again."""
 _BUSY = ("pending", "claimed")
-
-
-class SchedulingBus(Protocol):
-    """What scheduling needs from the bus: publish firings, and look up messages."""
-
-    async def publish_inbound(self, message: InboundMessage) -> Published:
-        """Commit ``message`` (duplicates of a firing id are dropped)."""
-        ...
-
-    async def message_states(self, message_ids: Sequence[str]) -> dict[str, MessageState]:
-        """Status (pending, claimed, done, failed) of each id that exists; others absent."""
-        ...
-
-    async def last_user_delivery(self, session_key: str) -> Delivery | None:
-        """The delivery of the session's newest user message (among its newest 20)."""
-        ...
 
 
 class Firing:
@@ -63,7 +46,7 @@ class Firing:
         self,
         *,
         rows: ScheduleRepository,
-        bus: SchedulingBus,
+        bus: SqlBus,
         events: EventLog,
         now: Callable[[], datetime],
         misfire_grace: float,

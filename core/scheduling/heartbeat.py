@@ -8,8 +8,8 @@ from datetime import datetime, time
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from core.bus.base import Bus
 from core.bus.delivery import DeliveryWorker, Send
+from core.bus.sql import SqlBus
 from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.scheduling.config import HeartbeatConfig, parse_active_hours
 from core.scheduling.service import ScheduleService
@@ -78,7 +78,7 @@ class HeartbeatService:
         *,
         config: HeartbeatConfig,
         scheduler: ScheduleService,
-        bus: Bus,
+        bus: SqlBus,
         store: Store,
         workspace: Path,
         deliver: Send | None = None,

@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 
 import tzlocal
 
+from core.bus.sql import SqlBus
 from core.events import EventLog
 from core.messages import Delivery, InboundMessage, utcnow
 from core.scheduling.config import SchedulerConfig
-from core.scheduling.firing import Firing, SchedulingBus
+from core.scheduling.firing import Firing
 from core.scheduling.records import ScheduleInfo, ScheduleSpec, ScheduleTarget
 from core.scheduling.recurrence import creation_anchor, next_run_after
 from core.scheduling.repository import ScheduleRepository
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 
 
-async def target_for_session(bus: SchedulingBus, session_key: str) -> ScheduleTarget:
+async def target_for_session(bus: SqlBus, session_key: str) -> ScheduleTarget:
     """A target for a session named from outside (control API, heartbeat ``deliver_to``).
 
     Replies go where the session's latest user message came from; a session without one
@@ -59,7 +60,7 @@ class ScheduleService:
         *,
         config: SchedulerConfig,
         store: Store,
-        bus: SchedulingBus,
+        bus: SqlBus,
         events: EventLog,
         clock: Clock = utcnow,
     ) -> None:

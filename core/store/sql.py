@@ -6,19 +6,18 @@ from functools import cache
 
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
-
-from core.store.prepared import Prepared
+from sqlalchemy.sql.dml import Insert
 
 __all__ = ["insert_ignore"]
 
 
 @cache
-def insert_ignore(dialect: str, table: Table) -> Prepared:
+def insert_ignore(dialect: str, table: Table) -> Insert:
     """A reusable ``INSERT ... ON CONFLICT DO NOTHING``; pass the row as parameters.
 
     Built once per table: SQLAlchemy memoises the statement's cache key on the object,
-    and `Prepared` compiles it once for SQLite's driver.
+    so each execution finds its compiled form in the engine's cache at once.
     """
     if dialect == "postgresql":
-        return Prepared(postgresql.insert(table).on_conflict_do_nothing())
-    return Prepared(sqlite.insert(table).on_conflict_do_nothing())
+        return postgresql.insert(table).on_conflict_do_nothing()
+    return sqlite.insert(table).on_conflict_do_nothing()

@@ -15,8 +15,6 @@ import contextlib
 import fcntl
 import logging
 import os
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -52,45 +50,6 @@ def make_transactional(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _begin_immediate(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-HOLDING_SWITCH_S = 0.0002
-"""The interpreter's thread switch interval while a writer holds the shared write lock
-(CPython's default is 0.005 s)."""
-
-
-class _QuickSwitches:
-    """Lowers the thread switch interval while any writer of this process holds the lock.
-
-    The writer thread gives up the GIL inside every SQLite call, and the event loop's
-    thread, busy under load, takes it; getting it back waited up to the full 5 ms switch
-    interval, many times per batch, all while every other process waited for the lock.
-    (Measured: a 100-insert batch took 1 ms alone, 6-26 ms beside a busy thread at the
-    default interval, 1-6 ms at 0.1 ms.)
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holders = 0
-        self._saved = 0.0
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        with self._lock:
-            self._holders += 1
-            if self._holders == 1:
-                self._saved = sys.getswitchinterval()
-                sys.setswitchinterval(HOLDING_SWITCH_S)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._holders -= 1
-                if self._holders == 0:
-                    sys.setswitchinterval(self._saved)
-
-
-_QUICK_SWITCHES = _QuickSwitches()
 
 
 @dataclass(slots=True)
@@ -225,8 +184,7 @@ class SqliteWriter:
             fcntl.flock(fd, fcntl.LOCK_EX)
         got = time.perf_counter()
         try:
-            with _QUICK_SWITCHES.held():
-                yield
+            yield
         finally:
             if fd is not None:
                 fcntl.flock(fd, fcntl.LOCK_UN)

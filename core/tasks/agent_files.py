@@ -22,8 +22,8 @@ from typing import Any
 from core.front_matter import FrontMatterError, read_front_matter
 from core.providers.aliases import ModelAliases
 from core.tasks.agent_tools import ToolVocabulary, map_tools
-from core.tasks.config import MEMORY_SHARE_MODES
 from core.tasks.spec import AgentSpec
+from core.tools.subagents_config import MEMORY_SHARE_MODES
 
 __all__ = [
     "AgentFileProblem",

@@ -14,12 +14,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from core.mcp import safe_server_name
 from core.tool_aliases import TODO as _TODO
 from core.tool_aliases import TOOL_ALIASES as _ALIASES
 from core.tool_aliases import WEB as _WEB
 from core.tool_aliases import WEB_FETCH as _WEB_FETCH
 from core.tool_aliases import WEB_SEARCH as _WEB_SEARCH
+from core.tool_aliases import safe_server_name
 
 __all__ = ["BUILTIN_TOOLS", "MappedTools", "ToolVocabulary", "map_tools"]
 
@@ -40,6 +40,8 @@ BUILTIN_TOOLS = frozenset(
         "subagents",
         "agents_list",
         "skill",
+        "todo",
+        "memory_consolidate",
     }
 )
 """familiar's own tools (the runtime also knows the tools plugins add)."""

@@ -13,6 +13,7 @@ from core.agent.agents_section import AgentListing
 from core.providers.aliases import ModelAliases
 from core.tasks.agent_files import AgentFileProblem, AgentSource, Shadowed, load_agent_files
 from core.tasks.agent_tools import ToolVocabulary
+from core.tasks.orchestration_agents import ORCHESTRATION_AGENTS
 from core.tasks.spec import AgentSpec
 
 __all__ = ["BUILTIN_AGENTS", "AgentCatalog", "AgentSpec", "home_agent_sources"]
@@ -53,6 +54,7 @@ BUILTIN_AGENTS: tuple[AgentSpec, ...] = (
         instructions="Critique what you are given: weak assumptions, missed cases, simpler "
         "alternatives. Be specific and brief. You cannot write files or run commands.",
     ),
+    *ORCHESTRATION_AGENTS,
 )
 
 

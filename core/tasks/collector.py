@@ -13,31 +13,27 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Connection
 
-from core.bus.base import Outbox, Publisher, ReplyWaiter
+from core.bus.sql import SqlBus
 from core.event_data import EventPayload, SubagentCompleted, SubagentFailed
 from core.events import Event, EventLog
 from core.messages import OutboundMessage
 from core.store.engine import Store
-from core.tasks.config import SubagentsConfig
 from core.tasks.handoff import handoff_message
 from core.tasks.profiles import SubagentLifecycle
 from core.tasks.records import TaskRecord
 from core.tasks.repository import TaskRepository
+from core.tools.subagents_config import SubagentsConfig
 
-__all__ = ["SUBAGENT_CHANNEL", "AnswerCollector", "TaskBus", "status_of"]
+__all__ = ["SUBAGENT_CHANNEL", "AnswerCollector", "status_of"]
 
 log = logging.getLogger(__name__)
 
 SUBAGENT_CHANNEL = "subagent"
 _PREVIEW = 500
-
-
-class TaskBus(Publisher, ReplyWaiter, Outbox, Protocol):
-    """What the subagents need of the bus: publish, wait for replies, take their outbox."""
 
 
 def status_of(task: TaskRecord, reply: OutboundMessage) -> str:
@@ -53,7 +49,7 @@ class AnswerCollector:
         self,
         *,
         store: Store,
-        bus: TaskBus,
+        bus: SqlBus,
         events: EventLog,
         repo: TaskRepository,
         config: SubagentsConfig,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from core.agent.commands import CommandRouter
+from core.commands import CommandRouter
 from core.errors import CommandError, TaskRefused
 from core.messages import InboundMessage
 from core.tasks.records import TaskRecord

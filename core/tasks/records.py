@@ -8,12 +8,28 @@ from typing import Any, Literal
 from sqlalchemy import Index, Text
 from sqlmodel import Column, Field, SQLModel
 
-__all__ = ["ACTIVE", "TaskMode", "TaskRecord", "TaskRow", "TaskStatus"]
+__all__ = [
+    "ACTIVE",
+    "MCP_TASK",
+    "MCP_TASK_NO_MESSAGES",
+    "TaskMode",
+    "TaskRecord",
+    "TaskRow",
+    "TaskStatus",
+]
 
 TaskStatus = Literal["running", "idle", "completed", "failed", "cancelled"]
 TaskMode = Literal["sync", "background"]
 ACTIVE: tuple[str, ...] = ("running", "idle")
 """Statuses of agents that may still answer (and can be cancelled)."""
+MCP_TASK = "mcp-task"
+"""The agent type of a tool call an MCP server runs as a task (`core.mcp.bridge`): its
+server works on it; it takes no messages and holds no subagent slot (its poller sees
+it cancelled and cancels it on its server)."""
+MCP_TASK_NO_MESSAGES = (
+    "{id} is an MCP task ({what}): its server works on the arguments it was started "
+    "with and takes no messages; call the tool again to start a new task"
+)
 
 
 class TaskRow(SQLModel, table=True):

@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from core.bus.sql import SqlBus
 from core.errors import TaskNotFound, TaskRefused
 from core.event_data import SubagentFailed, SubagentStarted
 from core.events import Event, EventLog
@@ -30,8 +31,7 @@ from core.messages import Delivery, InboundMessage
 from core.sessions import SessionStore
 from core.store.engine import Store
 from core.tasks.catalog import AgentCatalog
-from core.tasks.collector import SUBAGENT_CHANNEL, AnswerCollector, TaskBus, status_of
-from core.tasks.config import SubagentsConfig
+from core.tasks.collector import SUBAGENT_CHANNEL, AnswerCollector, status_of
 from core.tasks.handoff import clip, handoff_fields
 from core.tasks.profiles import (
     SUBAGENT_PREFIX,
@@ -39,17 +39,17 @@ from core.tasks.profiles import (
     SubagentProfiles,
     SubagentStartContext,
 )
-from core.tasks.records import TaskRecord
+from core.tasks.records import MCP_TASK, MCP_TASK_NO_MESSAGES, TaskRecord
 from core.tasks.repository import TaskRepository
 from core.tasks.spawn_model import spawn_model
 from core.tools.base import NO_CAPACITY_HANDOVER, Capacity
+from core.tools.subagents_config import SubagentsConfig
 
 __all__ = [
     "SUBAGENT_CHANNEL",
     "SUBAGENT_PREFIX",
     "SpawnRequest",
     "SubagentStartContext",
-    "TaskBus",
     "TaskRegistry",
     "WaitOutcome",
 ]
@@ -75,8 +75,9 @@ class SpawnRequest:
     mode: str = "sync"
     model: str | None = None
     parent: InboundMessage | None = None
-    """The message the parent is answering (where a handoff goes; makes a rerun of it
-    find the same child)."""
+    """The message the parent answers (where a handoff goes; a rerun finds the same child)."""
+    handoff: bool = True
+    """False: a background answer is only recorded (the parent collects it), never handed off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,7 @@ class TaskRegistry:
         self,
         *,
         store: Store,
-        bus: TaskBus,
+        bus: SqlBus,
         events: EventLog,
         sessions: SessionStore,
         catalog: AgentCatalog,
@@ -224,7 +225,7 @@ class TaskRegistry:
             "delivery": (delivery or Delivery(channel=SUBAGENT_CHANNEL)).model_dump_json(),
             "snapshot": snapshot,
             "message_id": message_id,
-            "handoff": mode == "background" and memory_mode != "isolated",
+            "handoff": request.handoff and mode == "background" and memory_mode != "isolated",
             "created_at": now,
             "updated_at": now,
         }
@@ -371,6 +372,8 @@ class TaskRegistry:
                 concurrency cap is reached.
         """
         task = await self.owned(owner_key, ref)
+        if task.agent_type == MCP_TASK:
+            raise TaskRefused(MCP_TASK_NO_MESSAGES.format(id=task.id, what=task.description))
         body = text.strip()
         if not body:
             raise TaskRefused("the message is empty")
@@ -482,7 +485,7 @@ class TaskRegistry:
 
         cancelled = await self._store.transact(job)
         for record, was in cancelled:
-            if was == "running":
+            if was == "running" and record.agent_type != MCP_TASK:
                 # A control command overtakes the child's queue and stops its turn; a
                 # work message not yet claimed is refused by the profile (cancelled).
                 await self._bus.publish_inbound(

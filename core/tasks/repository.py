@@ -10,7 +10,7 @@ from sqlalchemy import Connection, func, insert, or_, select, text, update
 
 from core.store.engine import Store
 from core.store.models import EventRow
-from core.tasks.records import ACTIVE, TaskRecord, TaskRow
+from core.tasks.records import ACTIVE, MCP_TASK, TaskRecord, TaskRow
 
 __all__ = ["TaskRepository"]
 
@@ -42,12 +42,17 @@ class TaskRepository:
 
     @staticmethod
     def running_in(conn: Connection) -> int:
-        """Running agents, counted under a lock held to the end of the transaction (on
-        PostgreSQL an advisory lock; SQLite has one writer anyway), so two spawns
-        checking the cap at once cannot both pass it."""
+        """Running agents (not MCP tasks: their servers work on those), counted under
+        a lock held to the end of the transaction (on PostgreSQL an advisory lock;
+        SQLite has one writer anyway), so two spawns checking the cap at once cannot
+        both pass it."""
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('familiar.subagents'))"))
-        query = select(func.count()).select_from(_tasks).where(_tasks.c.status == "running")
+        query = (
+            select(func.count())
+            .select_from(_tasks)
+            .where(_tasks.c.status == "running", _tasks.c.agent_type != MCP_TASK)
+        )
         return int(conn.execute(query).scalar() or 0)
 
     @staticmethod

@@ -7,9 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from core.tasks.config import SubagentsConfig
-
 from .danger import DEFAULT_DANGER_PATTERNS
+from .subagents_config import SubagentsConfig
 
 __all__ = [
     "DEFAULT_DANGER_PATTERNS",
@@ -48,14 +47,18 @@ class ExecConfig(BaseModel):
             ``/approve <id>``; ``always``: every command does; ``never``: nothing waits
             (danger matches are only logged).
         approval_timeout: seconds an approval stays open; unanswered, it is denied.
-        sandbox: where commands run. ``auto``: in bubblewrap when ``bwrap ... true``
-            works (probed once), else on the host with a logged warning, and then only
-            for conversations started in the local CLI (others are refused); ``bwrap``:
-            always in bubblewrap, every command fails when it does not work; ``none``:
+        sandbox: where commands run. ``auto``: under the units ``familiar service
+            install`` writes, in the exec unit beside the daemon's (``systemd``);
+            elsewhere in bubblewrap when ``bwrap ... true`` works (probed once), else on
+            the host with a logged warning, and then only for conversations started in
+            the local CLI (others are refused); ``bwrap``: always in bubblewrap, every
+            command fails when it does not work (as under the units); ``systemd``:
+            always in the exec unit, every command fails outside the units; ``none``:
             on the host, for every channel. Either way the environment is the
             allow-list below.
         network: commands may use the network (``false`` gives the bubblewrap sandbox
-            its own network namespace with only a loopback; no effect without a sandbox).
+            its own network namespace with only a loopback, and the exec unit
+            ``PrivateNetwork=yes``; no effect without a sandbox).
         env_passthrough: names of the daemon's environment variables handed to
             commands, beside ``PATH``, ``LANG``, ``TERM`` (and ``HOME`` = the
             workspace). ``FAMILIAR_*`` names are refused: they hold the daemon's secrets.
@@ -71,7 +74,7 @@ class ExecConfig(BaseModel):
     danger_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_DANGER_PATTERNS))
     approval: ApprovalMode = "dangerous"
     approval_timeout: float = Field(default=3600.0, gt=0)
-    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    sandbox: Literal["auto", "bwrap", "systemd", "none"] = "auto"
     network: bool = True
     env_passthrough: list[str] = Field(default_factory=list)
 

@@ -21,7 +21,8 @@ from .base import Tool, ToolContext
 from .config import ExecConfig, ToolsConfig
 from .danger import DangerMatcher
 from .decorator import tool
-from .sandbox import BwrapSandbox, Sandbox, SandboxChoice, SandboxSelector
+from .exec_client import UnitTimeout, run_in_unit
+from .sandbox import BwrapSandbox, Sandbox, SandboxChoice, SandboxSelector, SystemdSandbox
 from .write_guard import WriteGuard, readonly_binds
 
 __all__ = ["ApprovalGate", "ExecRunner", "exec_tools"]
@@ -165,16 +166,42 @@ async def _run(
         _kill_group(proc.pid)
         await proc.wait()
         await _drain(protocol)
-        raise ToolFailed(
-            f"command timed out after {limit:g}s; output so far:\n"
-            f"{output.render() or '(no output)'}"
-        ) from None
+        raise _timed_out(limit, output) from None
     except BaseException:  # cancelled: leave nothing running behind us
         _kill_group(proc.pid)
         await proc.wait()
         raise
     finally:
         transport.close()
+    return f"exit code {code}\n{output.render() or '(no output)'}"
+
+
+def _timed_out(limit: float, output: _CappedText) -> ToolFailed:
+    return ToolFailed(
+        f"command timed out after {limit:g}s; output so far:\n{output.render() or '(no output)'}"
+    )
+
+
+async def _run_in_unit(
+    command: str,
+    ctx: ToolContext,
+    limit: float,
+    max_output: int,
+    sandbox: SystemdSandbox,
+    readonly: Sequence[Path] = (),
+) -> str:
+    # The unit mounts the guarded directories read-only for every command
+    # (ReadOnlyPaths=-...): make sure they exist before the instance starts, or a
+    # command could create one and write into it.
+    if readonly:
+        await asyncio.to_thread(readonly_binds, readonly)
+    output = _CappedText(limit=max_output)
+    try:
+        code = await run_in_unit(sandbox, command, ctx.workspace, limit, output.feed)
+    except UnitTimeout:
+        output.feed(b"", final=True)
+        raise _timed_out(limit, output) from None
+    output.feed(b"", final=True)
     return f"exit code {code}\n{output.render() or '(no output)'}"
 
 
@@ -216,6 +243,8 @@ class ExecRunner:
         """
         choice = await self._sandboxes.choice()
         sandbox = choice.require()
+        if isinstance(sandbox, SystemdSandbox):  # a unit that fails is the command's error
+            return sandbox
         if choice.mode != "auto" or choice.problem == "":
             return sandbox
         if ctx.root_is_local_cli:
@@ -236,6 +265,9 @@ class ExecRunner:
         readonly = [d for guard in self._guards for d in guard.readonly_dirs(ctx)]
         # A hook or MCP file a command creates is not removed: the gateway ignores it
         # until the operator trusts it (core.trust), however it got there.
+        if isinstance(sandbox, SystemdSandbox):
+            max_output = self.config.max_output
+            return await _run_in_unit(command, ctx, limit, max_output, sandbox, readonly)
         return await _run(command, ctx, limit, self.config.max_output, sandbox, readonly)
 
 

@@ -1,4 +1,5 @@
-"""Where ``exec`` commands run: a bubblewrap sandbox, or (where none works) the bare host.
+"""Where ``exec`` commands run: a bubblewrap sandbox, the systemd exec unit (under the
+units ``familiar service install`` writes), or (where neither works) the bare host.
 
 Both kinds give the command an environment built from an allow-list, never the
 daemon's own. The bubblewrap sandbox also hides everything but the system directories
@@ -16,6 +17,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ from .sandbox_diagnosis import explain_probe_failure, systemd_unit
 
 __all__ = [
     "BASE_ENV",
+    "EXEC_SOCKET_ENV",
     "NAMESPACES",
     "SYSTEM_PATHS",
     "BwrapSandbox",
@@ -36,8 +39,10 @@ __all__ = [
     "Sandbox",
     "SandboxChoice",
     "SandboxSelector",
+    "SystemdSandbox",
     "choose_sandbox",
     "command_env",
+    "socket_from_env",
 ]
 
 logger = logging.getLogger(__name__)
@@ -52,11 +57,13 @@ _MASKED = ("/etc/familiar",)
 """Directories under ``SYSTEM_PATHS`` hidden behind an empty tmpfs (the system unit's
 ``EnvironmentFile`` with the daemon's secrets lives in ``/etc/familiar``)."""
 _PROBE_TIMEOUT = 10.0
+EXEC_SOCKET_ENV = "FAMILIAR_EXEC_SOCKET"
+"""Set by the daemon's rendered unit: the ``ListenStream=`` of ``familiar-exec.socket``."""
 
 NAMESPACES = ("--unshare-user", "--unshare-ipc", "--unshare-pid")
-"""The namespaces every command gets (plus a network one with ``network = false``): what
-the systemd units' ``RestrictNamespaces=`` allows. Not UTS or cgroup ones: without
-capabilities on the host the command cannot set the hostname or write a cgroup anyway."""
+"""The namespaces every command gets in bubblewrap (plus a network one with ``network =
+false``). Not UTS or cgroup ones: without capabilities on the host the command cannot set
+the hostname or write a cgroup anyway."""
 
 
 def command_env(workspace: Path, passthrough: Iterable[str] = ()) -> dict[str, str]:
@@ -181,6 +188,49 @@ class BwrapSandbox:
         return command_env(cwd, self.passthrough)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SystemdSandbox:
+    """Each command is one connection to the exec socket unit (`core.tools.exec_client`),
+    whose instance runs ``/bin/sh -c`` under the unit's sandboxing."""
+
+    socket: Path
+    network: bool = True
+    passthrough: tuple[str, ...] = ()
+    name: str = "systemd"
+
+    def protect(self, cwd: Path) -> list[str]:
+        return []  # the unit's own ReadOnlyPaths= protect the guarded directories
+
+    def argv(self, command: str, cwd: Path, protect: Sequence[str] = ()) -> list[str]:
+        return ["/bin/sh", "-c", command]
+
+    def env(self, cwd: Path) -> dict[str, str]:
+        return command_env(cwd, self.passthrough)
+
+
+def socket_from_env(environ: dict[str, str] | None = None) -> Path | None:
+    """The exec socket the daemon's unit names (``FAMILIAR_EXEC_SOCKET``), else None."""
+    value = (os.environ if environ is None else environ).get(EXEC_SOCKET_ENV, "")
+    return Path(value) if value else None
+
+
+def _systemd_choice(config: ExecConfig, socket: Path) -> SandboxChoice:
+    """The exec unit, whether or not its socket listens now: a command sent while it
+    does not fails with a clear error, and never runs on the host instead."""
+    sandbox = SystemdSandbox(
+        socket=socket, network=config.network, passthrough=tuple(config.env_passthrough)
+    )
+    problem = ""
+    try:
+        if not stat.S_ISSOCK(socket.stat().st_mode):
+            problem = f"{socket} is not a socket"
+    except OSError as exc:
+        problem = f"the exec unit's socket {socket} is missing ({exc.strerror})"
+    if problem:
+        problem += "; is familiar-exec.socket running? (`familiar service install` writes it)"
+    return SandboxChoice(sandbox=sandbox, problem=problem, mode=config.sandbox)
+
+
 def _system_mounts() -> tuple[tuple[str, ...], ...]:
     mounts: list[tuple[str, ...]] = []
     for path in SYSTEM_PATHS:
@@ -206,12 +256,12 @@ class SandboxChoice:
         sandbox: what commands run in; ``None`` when ``sandbox = "bwrap"`` was
             required and does not work (every command then fails with ``problem``).
         problem: why bubblewrap is not used (empty when it is, or when ``none`` was
-            configured).
+            configured); with the exec unit, why its socket does not answer now.
     """
 
     sandbox: Sandbox | None
     problem: str = ""
-    mode: Literal["auto", "bwrap", "none"] = "auto"
+    mode: Literal["auto", "bwrap", "none", "systemd"] = "auto"
 
     def as_json(self) -> dict[str, str | None]:
         """``{"name": "bwrap" | "none" | None, "mode", "problem"}`` (None: unavailable)."""
@@ -293,12 +343,24 @@ async def _probe(config: ExecConfig) -> tuple[BwrapSandbox | None, str]:
 async def choose_sandbox(config: ExecConfig) -> SandboxChoice:
     """Decide where commands run, per ``tools.exec.sandbox``; runs ``bwrap ... true`` once.
 
-    ``auto`` takes bubblewrap when the probe succeeds, otherwise the bare host (and
-    logs a warning); ``bwrap`` requires it; ``none`` never probes.
+    Under the units ``familiar service install`` writes (``FAMILIAR_EXEC_SOCKET`` is
+    set), ``auto`` and ``systemd`` take the exec unit; ``systemd`` elsewhere is an
+    error. Otherwise ``auto`` takes bubblewrap when the probe succeeds, else the bare
+    host (and logs a warning); ``bwrap`` requires it; ``none`` never probes.
     """
     passthrough = tuple(config.env_passthrough)
     if config.sandbox == "none":
         return SandboxChoice(sandbox=NoSandbox(passthrough=passthrough), mode="none")
+    socket = socket_from_env()
+    if socket is not None and config.sandbox in ("auto", "systemd"):
+        return _systemd_choice(config, socket)
+    if config.sandbox == "systemd":
+        return SandboxChoice(
+            sandbox=None,
+            problem=f'tools.exec.sandbox = "systemd" but {EXEC_SOCKET_ENV} is not set: only '
+            "the units `familiar service install` writes run commands in the exec unit",
+            mode="systemd",
+        )
     bwrap, problem = await _probe(config)
     if bwrap is not None:
         return SandboxChoice(sandbox=bwrap, mode=config.sandbox)

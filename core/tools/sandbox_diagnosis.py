@@ -2,7 +2,8 @@
 
 bubblewrap's own messages name the system call that failed, not the setting that made it
 fail. Under systemd that setting is nearly always one of the unit's hardening directives,
-so the explanation names them (docs/security/sandbox.md has the details).
+so the explanation names them; the units familiar writes forbid what bubblewrap needs on
+purpose and run commands in their exec unit instead (docs/security/sandbox.md).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 __all__ = ["explain_probe_failure", "systemd_unit"]
 
 _FIX_UNIT = (
-    "reinstall the unit with `familiar service install` (its template allows what "
-    "bubblewrap needs), or remove the directive in a drop-in"
+    "under the units `familiar service install` writes, commands run in the exec unit "
+    '(tools.exec.sandbox = "auto" or "systemd"), not in bubblewrap'
 )
 
 # (what bwrap prints, what blocks it under systemd, what blocks it elsewhere)

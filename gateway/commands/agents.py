@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import typer
+import click
 from rich.table import Table
 
 from core.tasks.agent_files import file_id, load_agent_files
@@ -14,10 +14,10 @@ from core.tasks.agent_tools import BUILTIN_TOOLS, ToolVocabulary
 from core.tasks.catalog import BUILTIN_AGENTS, home_agent_sources
 from core.tasks.spec import AgentSpec
 from gateway.commands.common import (
-    HomeOption,
-    JsonOption,
     command_group,
     config_or_fail,
+    home_option,
+    json_option,
     print_json,
     resolve_home,
     stdout_console,
@@ -96,7 +96,9 @@ def _unloaded(
 
 
 @agents_app.command("list")
-def list_agents(as_json: JsonOption = False, home: HomeOption = None) -> None:
+@json_option()
+@home_option
+def list_agents(as_json: bool, home: Path | None) -> None:
     """Every agent type: built-in ones and those of agent files (workspace agents/,
     .github/agents/, .claude/agents/, .github/chatmodes/, then the home's agents/).
 
@@ -135,4 +137,4 @@ def list_agents(as_json: JsonOption = False, home: HomeOption = None) -> None:
     stdout_console().print(table)
     notes = [(row["id"], note) for row in rows for note in row["notes"]]
     for name, note in notes:
-        typer.echo(f"note: {name}: {note}", err=True)
+        click.echo(f"note: {name}: {note}", err=True)

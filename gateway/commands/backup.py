@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-import typer
+import click
 from sqlalchemy.engine import make_url
 
 from core.errors import ConfigError, StoreError
 from core.store.backup import backup_sqlite
 from core.store.sqlite_file import sqlite_path
-from gateway.commands.common import HomeOption, fail, resolve_home
+from gateway.commands.common import fail, home_option, resolve_home
 from gateway.config import load_config, store_url
 from gateway.masking import mask_url
 
@@ -28,11 +27,11 @@ def _pg_dump_advice(url: str, target: Path) -> str:
     )
 
 
-def backup(
-    path: Annotated[Path, typer.Argument(help="The file to write the copy to.")],
-    force: Annotated[bool, typer.Option("--force", help="Replace PATH if it exists.")] = False,
-    home: HomeOption = None,
-) -> None:
+@click.command("backup")
+@click.argument("path", type=click.Path(path_type=Path), help="The file to write the copy to.")
+@click.option("--force", is_flag=True, help="Replace PATH if it exists.")
+@home_option
+def backup(path: Path, force: bool, home: Path | None) -> None:
     """On PostgreSQL, prints the pg_dump command to use instead."""
     home_dir = resolve_home(home)
     try:
@@ -43,7 +42,7 @@ def backup(
     source = sqlite_path(url)
     if source is None:
         if make_url(url).get_backend_name() == "postgresql":
-            typer.echo(_pg_dump_advice(url, target))
+            click.echo(_pg_dump_advice(url, target))
             return
         raise fail(f"nothing to back up: the store {mask_url(url)} is not a database file")
     try:
@@ -51,5 +50,5 @@ def backup(
     except StoreError as exc:
         raise fail(str(exc)) from None
     rows = ", ".join(f"{table} {count}" for table, count in result.rows.items())
-    typer.echo(f"wrote {result.path} ({result.size} bytes) from {source}")
-    typer.echo(f"rows: {rows or 'no tables'}")
+    click.echo(f"wrote {result.path} ({result.size} bytes) from {source}")
+    click.echo(f"rows: {rows or 'no tables'}")

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
+import click
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal
 from prompt_toolkit.history import FileHistory
@@ -24,10 +24,10 @@ from rich.text import Text
 from gateway.commands.common import (
     EXIT_FAILED,
     EXIT_USAGE,
-    HomeOption,
-    SessionOption,
+    home_option,
     resolve_home,
     run_control,
+    session_option,
     stdout_console,
 )
 from gateway.commands.talk import converse, no_reply_text
@@ -275,7 +275,10 @@ async def _show_unsolicited(client: ControlClient, key: str, console: Console) -
         await run_in_terminal(lambda: console.print("[yellow]the gateway went away[/yellow]"))
 
 
-def chat(session: SessionOption = "default", home: HomeOption = None) -> None:
+@click.command("chat")
+@session_option
+@home_option
+def chat(session: str, home: Path | None) -> None:
     """Enter sends the message; Esc then Enter (or Alt+Enter) inserts a newline for
     multi-line input. Ctrl-C while a reply streams stops it (it sends "/stop").
     Ctrl-D or "/quit" leaves. Input history is kept in <home>/run/chat_history.
@@ -287,6 +290,6 @@ def chat(session: SessionOption = "default", home: HomeOption = None) -> None:
     home_dir = resolve_home(home)
     talk = _chat(home_dir, session) if sys.stdin.isatty() else _piped(home_dir, session)
     try:
-        raise typer.Exit(run_control(home_dir, talk))
+        raise click.exceptions.Exit(run_control(home_dir, talk))
     except KeyboardInterrupt:
-        raise typer.Exit(130) from None
+        raise click.exceptions.Exit(130) from None

@@ -7,13 +7,13 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
+import click
 
 from core.session_keys import cli_key, session_key_for
 from gateway.control.protocol import MAX_BODY_BYTES, text_problem
-from gateway.home import default_home
+from gateway.home import default_home, no_daemon_hint
 from gateway.sizes import size_text
 
 # Only what every command needs is imported above: rich, asyncio, the control client and
@@ -31,36 +31,40 @@ __all__ = [
     "EXIT_NO_DAEMON",
     "EXIT_USAGE",
     "PIPE_WIDTH",
-    "PLAIN_HELP",
     "CliDeps",
-    "HomeOption",
-    "JsonOption",
-    "SessionOption",
+    "CommandGroup",
     "command_group",
     "duration",
     "fail",
+    "home_option",
+    "json_option",
     "no_daemon_hint",
     "print_json",
     "query",
     "resolve_home",
     "run_control",
     "session_key_option",
+    "session_option",
     "stdout_console",
     "text_argument",
     "text_from_stdin",
 ]
 
 T = TypeVar("T")
-
-PLAIN_HELP: dict[str, Any] = {"rich_markup_mode": None}
-"""Help and usage errors as plain text: typer's rich rendering costs every ``--help``
-about 0.1 s (the goal for ``familiar --help`` is 0.2 s)."""
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def command_group() -> typer.Typer:
-    """A command with subcommands (``familiar schedule ...``): plain help, and its
-    help when run without one."""
-    return typer.Typer(**PLAIN_HELP, no_args_is_help=True)
+class CommandGroup(click.Group):
+    """A command with subcommands, listed in the order they are defined."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+def command_group() -> CommandGroup:
+    """A command with subcommands (``familiar schedule ...``), which prints its help when
+    run without one; its name and help come from `gateway.cli.COMMANDS`."""
+    return CommandGroup(no_args_is_help=True)
 
 
 EXIT_FAILED = 1
@@ -80,52 +84,55 @@ class CliDeps:
     service_manager: ServiceManager | None = None
 
 
-def _session_key(name: str) -> str:
+def _session_key(_ctx: click.Context, _param: click.Parameter, name: str) -> str:
     try:
         return cli_key(name)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        raise click.BadParameter(str(exc)) from None
 
 
-def session_key_option(value: str) -> str:
-    """Typer callback: a session KEY, where a bare NAME means ``cli:NAME``."""
+def session_key_option(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """Parameter callback: a session KEY, where a bare NAME means ``cli:NAME``."""
     try:
         return session_key_for(value)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        raise click.BadParameter(str(exc)) from None
 
 
-HomeOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--home",
-        metavar="DIR",
-        help="FAMILIAR_HOME (default: $FAMILIAR_HOME or ~/.familiar).",
-        show_default=False,
-    ),
-]
-SessionOption = Annotated[
-    str,
-    typer.Option(
-        "--session",
-        metavar="NAME",
-        callback=_session_key,
-        help="Session name; the conversation is the session key cli:NAME.",
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+home_option = click.option(
+    "--home",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="FAMILIAR_HOME (default: $FAMILIAR_HOME or ~/.familiar).",
+)
+"""``--home DIR``, which every command takes (its parameter: ``home: Path | None``)."""
+session_option = click.option(
+    "--session",
+    metavar="NAME",
+    default="default",
+    show_default=True,
+    callback=_session_key,
+    help="Session name; the conversation is the session key cli:NAME.",
+)
+"""``--session NAME`` of ``send`` and ``chat`` (its parameter: ``session: str``, a key)."""
 
 
-def text_argument(value: str) -> str:
-    """Typer callback: text to send must be UTF-8 and within the control socket's limit.
+def json_option(help: str = "Print JSON instead of text.") -> Callable[[F], F]:
+    """``--json`` (its parameter: ``as_json: bool``)."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def text_argument(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """Parameter callback: text to send must be UTF-8 and within the control socket's
+    limit.
 
     ``-`` is left as it is (the command reads stdin with `text_from_stdin`).
     """
     if (problem := text_problem(value)) is not None:
-        raise typer.BadParameter(problem)
+        raise click.BadParameter(problem)
     size = len(value.encode())
     if size > MAX_BODY_BYTES:
-        raise typer.BadParameter(_too_long(f"{size:,} bytes"))
+        raise click.BadParameter(_too_long(f"{size:,} bytes"))
     return value
 
 
@@ -133,14 +140,14 @@ def text_from_stdin() -> str:
     """All of stdin as UTF-8 text, refused (usage error) when it is not text or too long."""
     data = sys.stdin.buffer.read(MAX_BODY_BYTES + 1)
     if len(data) > MAX_BODY_BYTES:
-        raise typer.BadParameter(
+        raise click.BadParameter(
             _too_long(f"more than {MAX_BODY_BYTES:,} bytes on stdin"), param_hint="TEXT"
         )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad = data[exc.start : exc.start + 1].hex()
-        raise typer.BadParameter(
+        raise click.BadParameter(
             f"stdin is not valid UTF-8 (byte 0x{bad} at offset {exc.start})", param_hint="TEXT"
         ) from None
 
@@ -180,12 +187,12 @@ def stdout_console(*, stderr: bool = False) -> Console:
     return console
 
 
-def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
+def fail(message: str, code: int = EXIT_FAILED) -> click.exceptions.Exit:
     """Print ``message`` in red on stderr; return the exit for the caller to raise."""
     from rich.markup import escape
 
     stdout_console(stderr=True).print(escape(message), style="red", soft_wrap=True)
-    return typer.Exit(code)
+    return click.exceptions.Exit(code)
 
 
 def config_or_fail(home: Path) -> FamiliarConfig:
@@ -199,14 +206,6 @@ def config_or_fail(home: Path) -> FamiliarConfig:
         raise fail(str(exc)) from None
 
 
-def no_daemon_hint(home: Path) -> str:
-    """The one line that says no gateway runs on ``home`` and how to start one."""
-    return (
-        f"no familiar gateway is running on {home} — "
-        'start it with "familiar gateway" (or "make run")'
-    )
-
-
 def run_control(home: Path, coro: Coroutine[Any, Any, T]) -> T:
     """Run one async command; map "no daemon" to exit 2 and daemon errors to exit 1."""
     import asyncio
@@ -218,7 +217,7 @@ def run_control(home: Path, coro: Coroutine[Any, Any, T]) -> T:
     except DaemonUnavailable:
         # One line on stderr, no console styling: scripts grep for it.
         print(no_daemon_hint(home), file=sys.stderr)
-        raise typer.Exit(EXIT_NO_DAEMON) from None
+        raise click.exceptions.Exit(EXIT_NO_DAEMON) from None
     except RequestTooLarge as exc:
         raise fail(str(exc), EXIT_USAGE) from None
     except ControlError as exc:
@@ -241,7 +240,7 @@ def print_json(value: object) -> None:
     """Print ``value`` as indented JSON (non-JSON values as their ``str``)."""
     import json
 
-    typer.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
 def duration(seconds: object) -> str:

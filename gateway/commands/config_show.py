@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
-import typer
+import click
 
 from core.errors import ConfigError
 from gateway.commands.common import (
-    HomeOption,
-    JsonOption,
     command_group,
     fail,
+    home_option,
+    json_option,
     print_json,
     resolve_home,
 )
@@ -59,7 +60,9 @@ def _toml(table: dict[str, Any], prefix: str = "") -> list[str]:
 
 
 @config_app.command("show")
-def config_show(as_json: JsonOption = False, home: HomeOption = None) -> None:
+@json_option()
+@home_option
+def config_show(as_json: bool, home: Path | None) -> None:
     """Print the effective configuration (config.toml + FAMILIAR_* env), secrets masked.
 
     Reads the config locally: no running gateway is needed.
@@ -76,4 +79,4 @@ def config_show(as_json: JsonOption = False, home: HomeOption = None) -> None:
     source = home_dir / CONFIG_FILE
     header = f"# effective configuration of {home_dir}"
     header += "" if source.is_file() else f" ({CONFIG_FILE} not found: defaults and env)"
-    typer.echo("\n".join([header, *_toml(masked)]))
+    click.echo("\n".join([header, *_toml(masked)]))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import typer
+import click
 from rich.markup import escape
 
 from channels.base import ProbedChannel
@@ -23,8 +23,8 @@ from core.trust import TRUST_FILE, WorkspaceTrust
 from gateway.commands.agents import agent_report
 from gateway.commands.common import (
     EXIT_FAILED,
-    HomeOption,
     duration,
+    home_option,
     no_daemon_hint,
     resolve_home,
     stdout_console,
@@ -201,7 +201,17 @@ def _sandbox_verdict(label: str, choice: dict[str, Any], *, network: bool) -> _C
             f"{choice.get('problem')}",
             warn=True,
         )
-    return _Check(label, True, f"bwrap (bubblewrap), network {'on' if network else 'off'}")
+    if choice["name"] == "systemd":
+        if choice.get("problem"):  # commands fail (clearly) until the socket listens
+            return _Check(label, False, f"systemd exec unit: {choice['problem']}")
+        return _Check(
+            label, True, f"systemd exec unit (familiar-exec.socket), network {_on(network)}"
+        )
+    return _Check(label, True, f"bwrap (bubblewrap), network {_on(network)}")
+
+
+def _on(network: bool) -> str:
+    return "on" if network else "off"
 
 
 async def _check_daemon(home: Path) -> list[_Check]:
@@ -370,7 +380,9 @@ async def _doctor(home: Path) -> list[_Check]:
     return [*checks, provider, sandbox, *hooks, *channels, *daemon]
 
 
-def doctor(home: HomeOption = None) -> None:
+@click.command("doctor")
+@home_option
+def doctor(home: Path | None) -> None:
     """Exits non-zero when any check failed. Warnings (``!``, e.g. ``exec`` without a
     sandbox) do not change the exit code.
     """
@@ -384,4 +396,4 @@ def doctor(home: HomeOption = None) -> None:
             mark = "[green]✓[/green]" if check.ok else "[red]✗[/red]"
         console.print(f"{mark} {escape(check.name)}: {escape(check.reason)}", soft_wrap=True)
     if not all(c.ok for c in checks):
-        raise typer.Exit(EXIT_FAILED)
+        raise click.exceptions.Exit(EXIT_FAILED)

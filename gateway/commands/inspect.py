@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Any
 
-import typer
+import click
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from gateway.commands.common import (
     EXIT_FAILED,
-    HomeOption,
-    JsonOption,
     command_group,
     duration,
     fail,
+    home_option,
+    json_option,
     print_json,
     query,
     resolve_home,
@@ -117,7 +118,11 @@ def _sandbox_text(sandbox: Any) -> str:
     if sandbox["name"] == "none":
         why = f": {sandbox['problem']}" if sandbox.get("problem") else ""
         return f"NONE (commands run unconfined){why}"
-    return f"bwrap, network {'on' if sandbox.get('network') else 'off'}"
+    network = "on" if sandbox.get("network") else "off"
+    if sandbox["name"] == "systemd":
+        problem = f" ({sandbox['problem']})" if sandbox.get("problem") else ""
+        return f"systemd exec unit, network {network}{problem}"
+    return f"bwrap, network {network}"
 
 
 def _channel_state(channel: dict[str, Any]) -> Text:
@@ -138,7 +143,10 @@ def _channel_state(channel: dict[str, Any]) -> Text:
     return text
 
 
-def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
+@click.command("status")
+@json_option()
+@home_option
+def status(as_json: bool, home: Path | None) -> None:
     where = resolve_home(home)
 
     async def ask() -> dict[str, Any]:
@@ -176,11 +184,13 @@ def status(as_json: JsonOption = False, home: HomeOption = None) -> None:
         for line in trust_lines(result["trust"]):
             stdout_console().print(escape(line), style="yellow", soft_wrap=True)
     if result.get("serving") is False:
-        raise typer.Exit(EXIT_FAILED)
+        raise click.exceptions.Exit(EXIT_FAILED)
 
 
 @sessions_app.command("list")
-def sessions_list(as_json: JsonOption = False, home: HomeOption = None) -> None:
+@json_option()
+@home_option
+def sessions_list(as_json: bool, home: Path | None) -> None:
     """List sessions with their message counts."""
     rows = query(resolve_home(home), ControlClient.sessions)
     if as_json:
@@ -240,18 +250,15 @@ def _print_session(detail: dict[str, Any], *, events: bool) -> None:
 
 
 @sessions_app.command("show")
-def sessions_show(
-    key: Annotated[
-        str,
-        typer.Argument(
-            callback=session_key_option,
-            help="The session key, e.g. cli:default; a bare NAME means cli:NAME.",
-        ),
-    ],
-    events: Annotated[bool, typer.Option("--events", help="Also print the event log.")] = False,
-    as_json: JsonOption = False,
-    home: HomeOption = None,
-) -> None:
+@click.argument(
+    "key",
+    callback=session_key_option,
+    help="The session key, e.g. cli:default; a bare NAME means cli:NAME.",
+)
+@click.option("--events", is_flag=True, help="Also print the event log.")
+@json_option()
+@home_option
+def sessions_show(key: str, events: bool, as_json: bool, home: Path | None) -> None:
     """Show one session's history (and, with --events, its event log)."""
 
     async def fetch(client: ControlClient) -> dict[str, Any]:

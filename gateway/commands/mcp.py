@@ -6,20 +6,20 @@ import asyncio
 import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+import click
 from rich.table import Table
 
 from core.errors import ConfigError
 from core.mcp import McpConfig
 from core.trust import TRUST_FILE, WorkspaceTrust
 from gateway.commands.common import (
-    HomeOption,
-    JsonOption,
     command_group,
     config_or_fail,
     fail,
+    home_option,
+    json_option,
     print_json,
     resolve_home,
     stdout_console,
@@ -84,7 +84,9 @@ async def _probe(mcp: McpConfig, home: Path, workspace: Path) -> list[dict[str, 
 
 
 @mcp_app.command("list")
-def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
+@json_option()
+@home_option
+def list_servers(as_json: bool, home: Path | None) -> None:
     """Every MCP server: where it is defined, its state and its tools.
 
     The running gateway's view when one answers; otherwise each enabled server is
@@ -107,15 +109,15 @@ def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
         )
         return
     for problem in problems:
-        typer.echo(f"warning: {problem}", err=True)
+        click.echo(f"warning: {problem}", err=True)
     for u in untrusted:
-        typer.echo(
+        click.echo(
             f"untrusted: server {u['name']} of {u['source']} ({u['state']}) is not started; "
             f"trust it with: {u['allow']}",
             err=True,
         )
     if not servers and not untrusted:
-        typer.echo("No MCP servers configured ([mcp.servers.<name>] or an mcp.json file).")
+        click.echo("No MCP servers configured ([mcp.servers.<name>] or an mcp.json file).")
         return
     table = Table("server", "transport", "state", "defined in", "tools", title=f"MCP ({where})")
     for s in servers:
@@ -126,15 +128,21 @@ def list_servers(as_json: JsonOption = False, home: HomeOption = None) -> None:
             s.get("transport"),
             state,
             s.get("source"),
-            ", ".join(s.get("tools") or []) or "-",
+            ", ".join(_tool(name, s) for name in s.get("tools") or []) or "-",
         )
     for u in untrusted:
         add_row(table, u["name"], "-", styled((u["state"], "yellow")), u["source"], "-")
     stdout_console().print(table)
     for s in servers:
         if s.get("stderr"):
-            typer.echo(f"\n{s.get('name')}: the end of its stderr")
-            typer.echo("\n".join(f"  {line}" for line in str(s["stderr"]).splitlines()))
+            click.echo(f"\n{s.get('name')}: the end of its stderr")
+            click.echo("\n".join(f"  {line}" for line in str(s["stderr"]).splitlines()))
+
+
+def _tool(name: str, server: dict[str, Any]) -> str:
+    """A tool's name, and ``(task: required)`` for one that runs as an MCP task."""
+    support = (server.get("task_support") or {}).get(name)
+    return f"{name} (task: {support})" if support else name
 
 
 def _state(server: dict[str, Any]) -> str:
@@ -149,18 +157,11 @@ def _state(server: dict[str, Any]) -> str:
 
 
 @mcp_app.command("serve")
-def serve(
-    http: Annotated[
-        bool, typer.Option("--http", help="Serve streamable HTTP instead of stdio.")
-    ] = False,
-    host: Annotated[
-        str | None, typer.Option("--host", help="HTTP address (default mcp.server.host).")
-    ] = None,
-    port: Annotated[
-        int | None, typer.Option("--port", help="HTTP port (default mcp.server.port).")
-    ] = None,
-    home: HomeOption = None,
-) -> None:
+@click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+@click.option("--host", metavar="HOST", help="HTTP address (default mcp.server.host).")
+@click.option("--port", type=int, metavar="PORT", help="HTTP port (default mcp.server.port).")
+@home_option
+def serve(http: bool, host: str | None, port: int | None, home: Path | None) -> None:
     """Serve familiar's tools (send_message, list_sessions, read_session, schedule_*) over MCP.
 
     stdio by default (for Claude Desktop, Copilot, IDEs); ``--http`` serves streamable

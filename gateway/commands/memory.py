@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Any
 
-import typer
+import click
 from rich.table import Table
 
 from gateway.commands.common import (
-    HomeOption,
-    JsonOption,
     command_group,
+    home_option,
+    json_option,
     print_json,
     query,
     resolve_home,
@@ -23,15 +24,14 @@ __all__ = ["memory_app"]
 
 memory_app = command_group()
 
-ScopeOption = Annotated[
-    str | None,
-    typer.Option("--scope", metavar="KEY", help="Only this scope: a session key or 'global'."),
-]
+scope_option = click.option(
+    "--scope", metavar="KEY", help="Only this scope: a session key or 'global'."
+)
 
 
 def _print(entries: list[dict[str, Any]], *, empty: str) -> None:
     if not entries:
-        typer.echo(empty)
+        click.echo(empty)
         return
     table = Table("id", "scope", "date", "tags", "text", box=None, header_style="bold")
     for entry in entries:
@@ -43,9 +43,10 @@ def _print(entries: list[dict[str, Any]], *, empty: str) -> None:
 
 
 @memory_app.command("list")
-def list_memory(
-    scope: ScopeOption = None, as_json: JsonOption = False, home: HomeOption = None
-) -> None:
+@scope_option
+@json_option()
+@home_option
+def list_memory(scope: str | None, as_json: bool, home: Path | None) -> None:
     """List the newest memory entries."""
     entries = query(resolve_home(home), lambda client: client.memory(scope=scope))
     if as_json:
@@ -55,12 +56,11 @@ def list_memory(
 
 
 @memory_app.command("search")
-def search_memory(
-    text: Annotated[str, typer.Argument(metavar="QUERY", help="A few keywords.")],
-    scope: ScopeOption = None,
-    as_json: JsonOption = False,
-    home: HomeOption = None,
-) -> None:
+@click.argument("text", metavar="QUERY", help="A few keywords.")
+@scope_option
+@json_option()
+@home_option
+def search_memory(text: str, scope: str | None, as_json: bool, home: Path | None) -> None:
     """Search memory entries, best match first."""
     entries = query(resolve_home(home), lambda client: client.search_memory(text, scope=scope))
     if as_json:
@@ -70,13 +70,12 @@ def search_memory(
 
 
 @memory_app.command("forget")
-def forget_memory(
-    entry_id: Annotated[str, typer.Argument(metavar="ID", help="The entry id (12 or #12).")],
-    home: HomeOption = None,
-) -> None:
+@click.argument("entry_id", metavar="ID", help="The entry id (12 or #12).")
+@home_option
+def forget_memory(entry_id: str, home: Path | None) -> None:
     """Delete a memory entry (of any scope)."""
     raw = entry_id.strip().lstrip("#")
     if not raw.isdigit():
-        raise typer.BadParameter(f"{entry_id!r} is not a memory id (e.g. 12 or #12)")
+        raise click.BadParameter(f"{entry_id!r} is not a memory id (e.g. 12 or #12)")
     entry = query(resolve_home(home), lambda client: client.forget_memory(int(raw)))
-    typer.echo(f"Forgot #{entry.get('id')} ({entry.get('scope')}): {entry.get('text')}")
+    click.echo(f"Forgot #{entry.get('id')} ({entry.get('scope')}): {entry.get('text')}")

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from pathlib import Path
 
-import typer
+import click
 
 from core.errors import ConfigError
-from gateway.commands.common import HomeOption, fail, resolve_home
+from gateway.commands.common import fail, home_option, resolve_home
 
 __all__ = ["GatewayRole", "gateway", "init"]
 
 
-def init(home: HomeOption = None) -> None:
+@click.command("init")
+@home_option
+def init(home: Path | None) -> None:
     from gateway.init import init_home
 
     try:
@@ -21,7 +23,7 @@ def init(home: HomeOption = None) -> None:
     except (ConfigError, OSError) as exc:
         raise fail(str(exc)) from None
     for line in lines:
-        typer.echo(line)
+        click.echo(line)
 
 
 class GatewayRole(StrEnum):
@@ -30,21 +32,17 @@ class GatewayRole(StrEnum):
     scheduler = "scheduler"
 
 
-def gateway(
-    home: HomeOption = None,
-    role: Annotated[
-        GatewayRole | None,
-        typer.Option(
-            help="Run only this role in the foreground (a unit per role, another host); "
-            "default: what gateway.processes says (main: one main process and a child "
-            "per channel with an SDK; multi: the supervisor of every role; single: one "
-            "process)."
-        ),
-    ] = None,
-    channel: Annotated[
-        str | None, typer.Option(help="With --role channels: run only this channel.")
-    ] = None,
-) -> None:
+@click.command("gateway")
+@home_option
+@click.option(
+    "--role",
+    type=click.Choice(GatewayRole),
+    help="Run only this role in the foreground (a unit per role, another host); "
+    "default: what gateway.processes says (main: one main process and a child per "
+    "channel with an SDK; multi: the supervisor of every role; single: one process).",
+)
+@click.option("--channel", metavar="NAME", help="With --role channels: run only this channel.")
+def gateway(home: Path | None, role: GatewayRole | None, channel: str | None) -> None:
     if channel is not None and role is not GatewayRole.channels:
         raise fail("--channel needs --role channels")
     # Imported here, not at the top: the daemon's imports (store, scheduler, metrics)
@@ -52,4 +50,4 @@ def gateway(
     from gateway.daemon import Role, run_gateway
 
     chosen: Role | None = role.value if role is not None else None
-    raise typer.Exit(run_gateway(resolve_home(home), role=chosen, channel=channel))
+    raise click.exceptions.Exit(run_gateway(resolve_home(home), role=chosen, channel=channel))

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Any
 
-import typer
+import click
 from rich.table import Table
 
 from gateway.commands.common import (
-    HomeOption,
-    JsonOption,
     command_group,
+    home_option,
+    json_option,
     print_json,
     query,
     resolve_home,
@@ -38,47 +39,41 @@ def describe_schedule(item: dict[str, Any]) -> str:
 
 
 @schedule_app.command("add")
+@click.argument(
+    "prompt", callback=text_argument, help="The plain message to run (not a slash command)."
+)
+@click.option("--every", metavar="D", help="Repeat every D (10s to 1d).")
+@click.option("--after", metavar="D", help="Run once after D.")
+@click.option("--at", metavar="ISO", help="Run once at this date and time.")
+@click.option("--cron", metavar="EXPR", help='5-field cron, e.g. "0 9 * * mon-fri".')
+@click.option("--tz", metavar="TZ", help="IANA timezone for --at/--cron.")
+@click.option(
+    "--session",
+    metavar="KEY",
+    default=DEFAULT_SESSION,
+    show_default=True,
+    callback=session_key_option,
+    help="Session key (NAME means cli:NAME).",
+)
+@json_option()
+@home_option
 def add(
-    prompt: Annotated[
-        str,
-        typer.Argument(
-            callback=text_argument, help="The plain message to run (not a slash command)."
-        ),
-    ],
-    every: Annotated[
-        str | None, typer.Option("--every", metavar="D", help="Repeat every D (10s to 1d).")
-    ] = None,
-    after: Annotated[
-        str | None, typer.Option("--after", metavar="D", help="Run once after D.")
-    ] = None,
-    at: Annotated[
-        str | None, typer.Option("--at", metavar="ISO", help="Run once at this date and time.")
-    ] = None,
-    cron: Annotated[
-        str | None,
-        typer.Option("--cron", metavar="EXPR", help='5-field cron, e.g. "0 9 * * mon-fri".'),
-    ] = None,
-    tz: Annotated[
-        str | None, typer.Option("--tz", metavar="TZ", help="IANA timezone for --at/--cron.")
-    ] = None,
-    session: Annotated[
-        str,
-        typer.Option(
-            "--session",
-            metavar="KEY",
-            callback=session_key_option,
-            help="Session key (NAME means cli:NAME).",
-        ),
-    ] = DEFAULT_SESSION,
-    as_json: JsonOption = False,
-    home: HomeOption = None,
+    prompt: str,
+    every: str | None,
+    after: str | None,
+    at: str | None,
+    cron: str | None,
+    tz: str | None,
+    session: str,
+    as_json: bool,
+    home: Path | None,
 ) -> None:
     """Schedule PROMPT: exactly one of --every, --after, --at or --cron."""
     chosen = [
         (k, v) for k, v in (("every", every), ("after", after), ("at", at), ("cron", cron)) if v
     ]
     if len(chosen) != 1:
-        raise typer.BadParameter("give exactly one of --every, --after, --at or --cron")
+        raise click.BadParameter("give exactly one of --every, --after, --at or --cron")
     (kind, spec), key = chosen[0], session
     item = query(
         resolve_home(home),
@@ -89,21 +84,20 @@ def add(
     if as_json:
         print_json(item)
     else:
-        typer.echo(f"Scheduled {describe_schedule(item)}")
+        click.echo(f"Scheduled {describe_schedule(item)}")
 
 
 @schedule_app.command("list")
-def list_schedules(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    home: HomeOption = None,
-) -> None:
+@json_option("Print JSON instead of a table.")
+@home_option
+def list_schedules(as_json: bool, home: Path | None) -> None:
     """List the active schedules of every session."""
     items = query(resolve_home(home), ControlClient.schedules)
     if as_json:
         print_json({"schedules": items})
         return
     if not items:
-        typer.echo("No schedules.")
+        click.echo("No schedules.")
         return
     table = Table("id", "session", "kind", "spec", "next run", "runs", "prompt")
     for item in items:
@@ -121,13 +115,12 @@ def list_schedules(
 
 
 @schedule_app.command("cancel")
-def cancel(
-    schedule_id: Annotated[str, typer.Argument(metavar="ID", help="The schedule id (3 or #3).")],
-    home: HomeOption = None,
-) -> None:
+@click.argument("schedule_id", metavar="ID", help="The schedule id (3 or #3).")
+@home_option
+def cancel(schedule_id: str, home: Path | None) -> None:
     """Cancel a schedule."""
     raw = schedule_id.strip().lstrip("#")
     if not raw.isdigit():
-        raise typer.BadParameter(f"{schedule_id!r} is not a schedule id (e.g. 3 or #3)")
+        raise click.BadParameter(f"{schedule_id!r} is not a schedule id (e.g. 3 or #3)")
     item = query(resolve_home(home), lambda client: client.cancel_schedule(int(raw)))
-    typer.echo(f"Cancelled #{item.get('id')}.")
+    click.echo(f"Cancelled #{item.get('id')}.")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Coroutine
-from typing import Annotated, Any, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
-import typer
+import click
 
 from core.errors import ConfigError
-from gateway.commands.common import CliDeps, HomeOption, command_group, fail
+from gateway.commands.common import CliDeps, command_group, fail, home_option
 from gateway.service import ServiceError, ServiceManager, UnitKind, default_home
 
 __all__ = ["service_app"]
@@ -19,14 +20,11 @@ T = TypeVar("T")
 
 service_app = command_group()
 
-UserOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--user/--system",
-        help="A user unit (systemctl --user) or a system unit. Default: --system as root.",
-        show_default=False,
-    ),
-]
+user_option = click.option(
+    "--user/--system",
+    default=None,
+    help="A user unit (systemctl --user) or a system unit. Default: --system as root.",
+)
 
 
 def _unit_kind(user: bool | None) -> UnitKind:
@@ -35,7 +33,7 @@ def _unit_kind(user: bool | None) -> UnitKind:
     return "user" if user else "system"
 
 
-def _manager(ctx: typer.Context) -> ServiceManager:
+def _manager(ctx: click.Context) -> ServiceManager:
     deps = ctx.find_object(CliDeps)
     if deps is not None and deps.service_manager is not None:
         return deps.service_manager
@@ -50,46 +48,56 @@ def _service(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @service_app.command("install")
-def service_install(
-    ctx: typer.Context,
-    user: UserOption = None,
-    now: Annotated[bool, typer.Option("--now", help="Also start it.")] = False,
-    home: HomeOption = None,
-) -> None:
+@user_option
+@click.option("--now", is_flag=True, help="Also start it.")
+@home_option
+@click.pass_context
+def service_install(ctx: click.Context, user: bool | None, now: bool, home: Path | None) -> None:
     """Install and enable the systemd unit that runs `familiar gateway`."""
     # Without --home the manager picks the kind's home (/var/lib/familiar for --system).
     where = home.expanduser().absolute() if home else None
     lines = _service(_manager(ctx).install(_unit_kind(user), now=now, home=where))
     for line in lines:
-        typer.echo(line)
+        click.echo(line)
 
 
 @service_app.command("uninstall")
-def service_uninstall(ctx: typer.Context, user: UserOption = None, home: HomeOption = None) -> None:
+@user_option
+@home_option
+@click.pass_context
+def service_uninstall(ctx: click.Context, user: bool | None, home: Path | None) -> None:
     """Stop, disable and remove the unit (the home and its data stay)."""
     for line in _service(_manager(ctx).uninstall(_unit_kind(user))):
-        typer.echo(line)
+        click.echo(line)
 
 
 @service_app.command("status")
-def service_status(ctx: typer.Context, user: UserOption = None, home: HomeOption = None) -> None:
+@user_option
+@home_option
+@click.pass_context
+def service_status(ctx: click.Context, user: bool | None, home: Path | None) -> None:
     """Show whether the unit is installed and running, with its recent log."""
     result = _service(_manager(ctx).status(_unit_kind(user)))
     state = "installed" if result.installed else "not installed"
-    typer.echo(f"{result.unit_path}: {state}, {result.active_state}")
+    click.echo(f"{result.unit_path}: {state}, {result.active_state}")
     if result.details:
-        typer.echo(result.details)
+        click.echo(result.details)
     if not result.active:
-        raise typer.Exit(3)  # systemctl status convention: 3 = not running
+        raise click.exceptions.Exit(3)  # systemctl status convention: 3 = not running
 
 
 @service_app.command("role-unit")
-def service_role_unit(
-    ctx: typer.Context,
-    role: Annotated[str, typer.Argument(help="agent, channels or scheduler.")],
-    user: Annotated[str, typer.Option(help="The account the unit runs as.")] = "familiar",
-    home: HomeOption = None,
-) -> None:
+@click.argument("role", help="agent, channels or scheduler.")
+@click.option(
+    "--user",
+    metavar="USER",
+    default="familiar",
+    show_default=True,
+    help="The account the unit runs as.",
+)
+@home_option
+@click.pass_context
+def service_role_unit(ctx: click.Context, role: str, user: str, home: Path | None) -> None:
     """Print the system unit of one role (a split deployment: a unit per role or host).
 
     Save it as the file named in its first line under /etc/systemd/system/. It makes
@@ -101,4 +109,4 @@ def service_role_unit(
         text = _manager(ctx).role_unit(role, home=where, user=user)
     except ConfigError as exc:
         raise fail(str(exc)) from None
-    typer.echo(text, nl=False)
+    click.echo(text, nl=False)

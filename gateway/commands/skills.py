@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
+import click
 from rich.table import Table
 
 from core.errors import ConfigError
 from core.skills.files import load_skills
 from core.skills.model import Skill, SkillProblem, default_skill_sources
 from gateway.commands.common import (
-    HomeOption,
-    JsonOption,
     command_group,
     fail,
+    home_option,
+    json_option,
     print_json,
     resolve_home,
     stdout_console,
@@ -41,7 +41,9 @@ def read_skills(home: Path) -> tuple[bool, list[Skill], list[SkillProblem]]:
 
 
 @skills_app.command("list")
-def list_skills(as_json: JsonOption = False, home: HomeOption = None) -> None:
+@json_option()
+@home_option
+def list_skills(as_json: bool, home: Path | None) -> None:
     """Every skill: its name, where it was read from and its allowed-tools; then each file
     that did not load (or loaded with a warning), with its line.
 
@@ -62,14 +64,14 @@ def list_skills(as_json: JsonOption = False, home: HomeOption = None) -> None:
         )
         return
     if not enabled:
-        typer.echo("Skills are off (skills.enabled = false); the agent sees none of these.")
+        click.echo("Skills are off (skills.enabled = false); the agent sees none of these.")
     if skills:
         table = Table("skill", "source", "allowed-tools", "description", box=None)
         for skill in skills:
             add_row(table, skill.name, skill.source.label, _allowed(skill), _short(skill))
         stdout_console().print(table)
     elif not problems:
-        typer.echo(
+        click.echo(
             "No skills. A skill is a folder with a SKILL.md, in the workspace's skills/, "
             ".agents/skills/, .github/skills/ or .claude/skills/, or in $FAMILIAR_HOME/skills/."
         )

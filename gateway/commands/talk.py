@@ -2,154 +2,33 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+import click
 
 from gateway.commands.common import (
     EXIT_FAILED,
-    HomeOption,
-    JsonOption,
-    SessionOption,
+    home_option,
+    json_option,
     print_json,
     resolve_home,
     run_control,
+    session_option,
     text_argument,
     text_from_stdin,
 )
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
-from gateway.control.protocol import (
-    Accepted,
-    DeltaLine,
-    ProgressLine,
-    ReplyLine,
-    StreamLine,
-    TimeoutLine,
-)
+from gateway.control.conversation import Outcome, converse, no_reply_text
 
 __all__ = ["Outcome", "converse", "no_reply_text", "send"]
 
 DEFAULT_SEND_TIMEOUT = 300.0
 
 
-@dataclass
-class Outcome:
-    """What one POST /v1/messages produced."""
-
-    message_id: str | None = None
-    final: ReplyLine | TimeoutLine | None = None
-    deltas: list[str] = field(default_factory=list)
-    lost: str | None = None
-    """Why the connection ended after the message was accepted, with no reply."""
-
-    @property
-    def streamed(self) -> str:
-        return "".join(self.deltas)
-
-    @property
-    def reply(self) -> dict[str, str] | None:
-        if not isinstance(self.final, ReplyLine):
-            return None
-        return {"kind": self.final.kind, "text": self.final.text, "format": self.final.format}
-
-    @property
-    def queued(self) -> bool:
-        """Accepted, and neither answered nor waited for: the gateway stopped, or the
-        connection to it was lost (the message is answered once it runs again)."""
-        stopping = isinstance(self.final, TimeoutLine) and self.final.reason == "stopping"
-        return self.reply is None and (stopping or self.lost is not None)
-
-    @property
-    def status(self) -> str:
-        """``done``, ``failed`` (an error reply), ``timeout`` (no reply in time) or
-        ``queued`` (see `queued`)."""
-        reply = self.reply
-        if reply is None:
-            return "queued" if self.queued else "timeout"
-        return "done" if reply["kind"] == "reply" else "failed"
-
-    @property
-    def exit_code(self) -> int:
-        reply = self.reply
-        return 0 if reply is not None and reply["kind"] == "reply" else EXIT_FAILED
-
-
-async def converse(
-    client: ControlClient,
-    key: str,
-    text: str,
-    *,
-    stream: bool,
-    wait: float | None,
-    on_delta: Callable[[str], None] | None = None,
-    on_progress: Callable[[str], None] | None = None,
-) -> Outcome:
-    """Send ``text`` to session ``key`` and collect what comes back.
-
-    Args:
-        client: an open control client.
-        key: the session key, e.g. ``cli:default``.
-        text: the message.
-        stream: ask for deltas and progress notes.
-        wait: seconds the gateway waits for the reply; None waits as long as it takes.
-        on_delta: called with each piece of the streaming reply.
-        on_progress: called with each progress note.
-
-    Raises:
-        DaemonUnavailable: no gateway took the message (once it has, a lost connection
-            is `Outcome.lost`).
-    """
-    outcome = Outcome()
-    items = client.send(key, text, stream=stream, timeout=wait)
-    try:
-        await _collect(items, outcome, on_delta, on_progress)
-    except DaemonUnavailable as exc:
-        if outcome.message_id is None:
-            raise
-        outcome.lost = str(exc)
-    return outcome
-
-
-async def _collect(
-    items: AsyncGenerator[StreamLine, None],
-    outcome: Outcome,
-    on_delta: Callable[[str], None] | None,
-    on_progress: Callable[[str], None] | None,
-) -> None:
-    async with contextlib.aclosing(items):
-        async for item in items:
-            if isinstance(item, Accepted):
-                outcome.message_id = item.message_id
-            elif isinstance(item, DeltaLine):
-                outcome.deltas.append(item.text)
-                if on_delta is not None:
-                    on_delta(item.text)
-            elif isinstance(item, ProgressLine):
-                if on_progress is not None:
-                    on_progress(item.text)
-            else:
-                outcome.final = item
-
-
-def no_reply_text(outcome: Outcome, key: str, wait: float | None) -> str:
-    """What to say when the wait for a reply ended without one."""
-    see = f"see: familiar sessions show {key} --events"
-    if outcome.lost is not None:
-        return (
-            f"the connection to the gateway was lost; message {outcome.message_id} stays "
-            f"queued and will be answered once the gateway runs again ({see})"
-        )
-    if outcome.queued:
-        return (
-            f"the gateway is stopping; message {outcome.message_id} stays queued and will "
-            f"be answered after it restarts ({see})"
-        )
-    return f"no reply within {wait or 0:g} s; message {outcome.message_id} stays queued ({see})"
+def _exit_code(outcome: Outcome) -> int:
+    return 0 if outcome.status == "done" else EXIT_FAILED
 
 
 async def _message_events(client: ControlClient, key: str, outcome: Outcome) -> list[Any]:
@@ -189,7 +68,7 @@ async def _send(home: Path, key: str, text: str, *, wait: float | None, as_json:
                     "events": events,
                 }
             )
-            return outcome.exit_code
+            return _exit_code(outcome)
     reply = outcome.reply
     if reply is None:
         sys.stdout.write("\n" if outcome.deltas else "")
@@ -202,32 +81,32 @@ async def _send(home: Path, key: str, text: str, *, wait: float | None, as_json:
     else:
         sys.stdout.write("\n\n" if outcome.deltas else "")
         print(reply["text"])
-    return outcome.exit_code
+    return _exit_code(outcome)
 
 
-def _positive(value: float | None) -> float | None:
-    if value is not None and value <= 0:
-        raise typer.BadParameter("must be a positive number of seconds")
+def _positive(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    if value <= 0:
+        raise click.BadParameter("must be a positive number of seconds")
     return value
 
 
-def send(
-    text: Annotated[
-        str,
-        typer.Argument(
-            callback=text_argument, help="The message (UTF-8, up to 1 MiB); '-' reads stdin."
-        ),
-    ],
-    session: SessionOption = "default",
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout", metavar="S", callback=_positive, help="Seconds to wait for the reply."
-        ),
-    ] = DEFAULT_SEND_TIMEOUT,
-    as_json: JsonOption = False,
-    home: HomeOption = None,
-) -> None:
+@click.command("send")
+@click.argument(
+    "text", callback=text_argument, help="The message (UTF-8, up to 1 MiB); '-' reads stdin."
+)
+@session_option
+@click.option(
+    "--timeout",
+    type=float,
+    metavar="S",
+    default=DEFAULT_SEND_TIMEOUT,
+    show_default=True,
+    callback=_positive,
+    help="Seconds to wait for the reply.",
+)
+@json_option()
+@home_option
+def send(text: str, session: str, timeout: float, as_json: bool, home: Path | None) -> None:
     """Exit status: 0 on a reply; 1 on an agent/provider error, a timeout, or when the
     gateway stops (or the connection to it is lost) after taking the message (it stays
     queued and is answered after a restart); 2 when no gateway took the message; 64 for
@@ -239,7 +118,7 @@ def send(
     if text == "-":
         text = text_from_stdin()
     if not text.strip():
-        raise typer.BadParameter("the message is empty", param_hint="TEXT")
-    raise typer.Exit(
+        raise click.BadParameter("the message is empty", param_hint="TEXT")
+    raise click.exceptions.Exit(
         run_control(home_dir, _send(home_dir, session, text, wait=timeout, as_json=as_json))
     )

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Any
 
-import typer
+import click
 from rich.markup import escape
 from rich.table import Table
 
 from gateway.commands.common import (
-    HomeOption,
-    JsonOption,
     command_group,
+    home_option,
+    json_option,
     print_json,
     query,
     resolve_home,
@@ -23,7 +24,7 @@ __all__ = ["tasks_app"]
 
 tasks_app = command_group()
 
-TaskId = Annotated[str, typer.Argument(metavar="ID", help="The subagent's id.")]
+task_id_argument = click.argument("task_id", metavar="ID", help="The subagent's id.")
 
 
 def _progress(task: dict[str, Any]) -> str:
@@ -34,21 +35,17 @@ def _progress(task: dict[str, Any]) -> str:
 
 
 @tasks_app.command("list")
-def list_tasks(
-    owner: Annotated[
-        str | None,
-        typer.Option("--owner", metavar="KEY", help="Only those of this parent session."),
-    ] = None,
-    as_json: JsonOption = False,
-    home: HomeOption = None,
-) -> None:
+@click.option("--owner", metavar="KEY", help="Only those of this parent session.")
+@json_option()
+@home_option
+def list_tasks(owner: str | None, as_json: bool, home: Path | None) -> None:
     """List subagents, newest first."""
     tasks = query(resolve_home(home), lambda client: client.tasks(owner=owner))
     if as_json:
         print_json({"tasks": tasks})
         return
     if not tasks:
-        typer.echo("No subagents.")
+        click.echo("No subagents.")
         return
     table = Table(box=None, header_style="bold")
     table.add_column("id", no_wrap=True, min_width=12)
@@ -70,7 +67,10 @@ def list_tasks(
 
 
 @tasks_app.command("show")
-def show_task(task_id: TaskId, as_json: JsonOption = False, home: HomeOption = None) -> None:
+@task_id_argument
+@json_option()
+@home_option
+def show_task(task_id: str, as_json: bool, home: Path | None) -> None:
     """Show one subagent: prompt, status, progress, result and its conversation."""
     task = query(resolve_home(home), lambda client: client.task(task_id))
     if as_json:
@@ -95,11 +95,13 @@ def show_task(task_id: TaskId, as_json: JsonOption = False, home: HomeOption = N
 
 
 @tasks_app.command("cancel")
-def cancel_task(task_id: TaskId, home: HomeOption = None) -> None:
+@task_id_argument
+@home_option
+def cancel_task(task_id: str, home: Path | None) -> None:
     """Cancel a subagent and every subagent it started."""
     answer = query(resolve_home(home), lambda client: client.cancel_task(task_id))
     cancelled = answer.get("cancelled") or []
     if cancelled:
-        typer.echo("Cancelled " + ", ".join(str(c) for c in cancelled) + ".")
+        click.echo("Cancelled " + ", ".join(str(c) for c in cancelled) + ".")
     else:
-        typer.echo(f"{task_id} had already finished ({answer.get('status')}).")
+        click.echo(f"{task_id} had already finished ({answer.get('status')}).")

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-import typer
+import click
 from rich.markup import escape
 from rich.table import Table
 
 from core.errors import ConfigError
 from gateway.commands.common import (
     EXIT_USAGE,
-    PLAIN_HELP,
-    HomeOption,
-    JsonOption,
+    CommandGroup,
     fail,
+    home_option,
+    json_option,
     print_json,
     resolve_home,
     stdout_console,
@@ -25,21 +24,18 @@ from gateway.trust import ControlFile, WorkspaceControl, allow_command, workspac
 
 __all__ = ["trust_app", "trust_checks"]
 
-trust_app = typer.Typer(**PLAIN_HELP, invoke_without_command=True)
-
 _HOME_KEY = "familiar.trust.home"
 _STYLE = {"trusted": "green", "untrusted": "yellow", "changed": "red"}
-_PathsArgument = Annotated[
-    list[str],
-    typer.Argument(
-        metavar="PATH...",
-        help="Control files: paths from here, or relative to the workspace.",
-        show_default=False,
-    ),
-]
+_paths_argument = click.argument(
+    "paths",
+    nargs=-1,
+    required=True,
+    metavar="PATH...",
+    help="Control files: paths from here, or relative to the workspace.",
+)
 
 
-def _control(ctx: typer.Context, home: Path | None) -> tuple[Path, WorkspaceControl]:
+def _control(ctx: click.Context, home: Path | None) -> tuple[Path, WorkspaceControl]:
     given = home if home is not None else ctx.meta.get(_HOME_KEY)
     where = resolve_home(given)
     try:
@@ -48,8 +44,11 @@ def _control(ctx: typer.Context, home: Path | None) -> tuple[Path, WorkspaceCont
         raise fail(str(exc)) from None
 
 
-@trust_app.callback()
-def trust_list(ctx: typer.Context, as_json: JsonOption = False, home: HomeOption = None) -> None:
+@click.group(cls=CommandGroup, invoke_without_command=True)
+@json_option()
+@home_option
+@click.pass_context
+def trust_app(ctx: click.Context, as_json: bool, home: Path | None) -> None:
     """Without a subcommand: every hook and MCP file in the workspace, and its state.
 
     A workspace file that makes the gateway start a process (hooks: .github/hooks/*.json,
@@ -96,7 +95,10 @@ def _why(f: ControlFile, home: Path, control: WorkspaceControl) -> str:
 
 
 @trust_app.command("allow")
-def allow(ctx: typer.Context, paths: _PathsArgument, home: HomeOption = None) -> None:
+@_paths_argument
+@home_option
+@click.pass_context
+def allow(ctx: click.Context, paths: tuple[str, ...], home: Path | None) -> None:
     """Trust PATH... with their current content and that of the workspace files they run.
 
     Review each file (and the scripts it names) first: what is recorded is what runs.
@@ -125,13 +127,16 @@ def allow(ctx: typer.Context, paths: _PathsArgument, home: HomeOption = None) ->
         raise fail(str(exc)) from None
     for f in found:
         runs = ", ".join(_short(p, control) for p in f.check.named) or "no workspace file"
-        typer.echo(
+        click.echo(
             f"trusted {f.check.path} (sha256 {f.check.fingerprint.sha256[:16]}…; runs: {runs})"
         )
 
 
 @trust_app.command("revoke")
-def revoke(ctx: typer.Context, paths: _PathsArgument, home: HomeOption = None) -> None:
+@_paths_argument
+@home_option
+@click.pass_context
+def revoke(ctx: click.Context, paths: tuple[str, ...], home: Path | None) -> None:
     """Stop trusting PATH... (also a file that is gone); the gateway then ignores them."""
     _, control = _control(ctx, home)
     try:
@@ -150,7 +155,7 @@ def revoke(ctx: typer.Context, paths: _PathsArgument, home: HomeOption = None) -
     except ConfigError as exc:
         raise fail(str(exc)) from None
     for _, path in targets:
-        typer.echo(f"revoked {path}")
+        click.echo(f"revoked {path}")
 
 
 def trust_checks(home: Path) -> list[tuple[str, bool, str, bool]]:

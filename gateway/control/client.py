@@ -299,6 +299,13 @@ class ControlClient:
         """
         return await self._json("GET", f"/v1/tasks/{quote(task_id, safe='')}")
 
+    async def todos(self, *, session: str | None = None) -> list[dict[str, Any]]:
+        """``GET /v1/todos``: fleet todos (of one session, if given), in order."""
+        params = {"session": session} if session else None
+        body = await self._json("GET", "/v1/todos", params=params)
+        todos = body.get("todos", [])
+        return list(todos) if isinstance(todos, list) else []
+
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         """``DELETE /v1/tasks/{id}``: cancel a subagent and the ones it started.
 

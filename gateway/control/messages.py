@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Literal, Protocol
+from typing import Literal
 
 from aiohttp import web
 from pydantic import ValidationError
 
 from channels.cli import ChannelStopped, CliChannel
-from core.bus.base import MessageLookup, ReplyWaiter
 from core.bus.ephemeral import EphemeralHub, Subscription
+from core.bus.sql import SqlBus
 from core.messages import EphemeralMessage, OutboundMessage, StreamDelta, new_message_id
 from core.session_keys import check_cli_key
 from gateway.control.protocol import (
@@ -25,7 +25,7 @@ from gateway.control.protocol import (
 )
 from gateway.control.requests import ErrorBody, SendRequest, validation_message
 
-__all__ = ["MessageRoutes", "RepliesBus", "error"]
+__all__ = ["MessageRoutes", "error"]
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +33,6 @@ _NDJSON = {"Content-Type": "application/x-ndjson"}
 
 WaitEnded = Literal["timeout", "stopping"]
 """Why a sender's wait ended without a reply (the `TimeoutLine` ``reason``)."""
-
-
-class RepliesBus(MessageLookup, ReplyWaiter, Protocol):
-    """What the message routes ask of the bus: lookups and waiting for a reply."""
 
 
 def error(status: int, message: str) -> web.Response:
@@ -47,7 +43,7 @@ def error(status: int, message: str) -> web.Response:
 class MessageRoutes:
     """Publishes through the CLI channel and streams the answer back as NDJSON."""
 
-    def __init__(self, *, cli: CliChannel, bus: RepliesBus, hub: EphemeralHub) -> None:
+    def __init__(self, *, cli: CliChannel, bus: SqlBus, hub: EphemeralHub) -> None:
         self._cli = cli
         self._bus = bus
         self._hub = hub

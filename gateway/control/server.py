@@ -27,14 +27,15 @@ from core.errors import FamiliarError, StoreError
 from core.session_keys import check_session_key
 from core.sessions import SessionInfo
 from gateway.config import FamiliarConfig
+from gateway.control.mcp_report import mcp_report
 from gateway.control.memory import add_memory_routes
 from gateway.control.messages import MessageRoutes, error
 from gateway.control.protocol import MAX_BODY_BYTES
 from gateway.control.requests import ReadRequest, validation_message
 from gateway.control.tasks import add_task_routes
+from gateway.control.todos import add_todo_routes
 from gateway.http_errors import body_checks, store_error_status
 from gateway.masking import masked_config
-from gateway.mcp.report import mcp_report
 from gateway.process_table import gateway_pid
 from gateway.provider_detect import ProviderChoice
 from gateway.undelivered import sweep_stranded, undelivered_report
@@ -115,6 +116,8 @@ def build_control_app(
     app.router.add_get("/v1/config", api.config)
     add_memory_routes(app, state.core.memory)
     add_task_routes(app, state.core.tasks, state.core.sessions)
+    if state.core.orchestration is not None:
+        add_todo_routes(app, state.core.orchestration.todos)
     for add_routes in extra_routes:
         add_routes(app)
     app.cleanup_ctx.append(sweep_stranded(state.core.store, state.config))

@@ -17,9 +17,9 @@ from mcp_types import ToolAnnotations
 
 from core.mcp import McpServeConfig
 from core.session_keys import session_key_for
-from gateway.commands.common import no_daemon_hint
-from gateway.commands.talk import converse, no_reply_text
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
+from gateway.control.conversation import converse, no_reply_text
+from gateway.home import no_daemon_hint
 from gateway.version import package_version
 
 __all__ = ["DEFAULT_SESSION", "build_mcp_server"]

@@ -30,9 +30,9 @@ from typing import Any
 
 from core.providers.config import ProviderConfig
 from core.providers.openai import OpenAIProvider
-from core.tasks.config import SubagentsConfig
 from core.tasks.handoff import HANDOFF_MARKER
 from core.tools.config import ToolsConfig
+from core.tools.subagents_config import SubagentsConfig
 from tests.fakes.fake_openai import FakeOpenAI, ScriptItem
 from tests.integration.harness import inbound, running_core
 

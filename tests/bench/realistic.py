@@ -163,17 +163,20 @@ def _write_config(home: Path, base_url: str, n: int) -> None:
     )
 
 
-def _spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
+def _spawn_daemon(home: Path, launcher: str | None = None) -> subprocess.Popen[bytes]:
     """``python -m gateway.daemon --home HOME``, logging to ``HOME/daemon.log``.
 
     With ``FAMILIAR_BENCH_DAEMON_PROFILE=FILE`` the daemon runs under cProfile (main
-    thread only) and writes its stats to FILE when it stops.
+    thread only) and writes its stats to FILE when it stops. ``launcher``: Python code
+    run with ``-c`` instead of ``-m gateway.daemon`` (it runs the daemon itself; see
+    `tests.bench.bench_gc`).
     """
     profile = os.environ.get("FAMILIAR_BENCH_DAEMON_PROFILE")
     wrap = ["-m", "cProfile", "-o", profile] if profile else []
+    start = ["-c", launcher] if launcher is not None else [*wrap, "-m", "gateway.daemon"]
     with (home / "daemon.log").open("ab") as log:
         return subprocess.Popen(
-            [sys.executable, *wrap, "-m", "gateway.daemon", "--home", str(home)],
+            [sys.executable, *start, "--home", str(home)],
             cwd=ROOT, env=daemon_env(single=True), stdout=log, stderr=log,
         )  # fmt: skip
 
@@ -377,8 +380,13 @@ def _cli_events(home: Path, key: str) -> Counter[str]:
 # -- the case ---------------------------------------------------------------------------
 
 
-async def run_realistic(n: int, base_url: str, latency_ms: int) -> dict[str, Any]:
-    """Seed, start the daemon, warm up, two bursts (cold, warm), count, stop."""
+async def run_realistic(
+    n: int, base_url: str, latency_ms: int, *, launcher: str | None = None
+) -> dict[str, Any]:
+    """Seed, start the daemon, warm up, two bursts (cold, warm), count, stop.
+
+    ``launcher``: see `_spawn_daemon`.
+    """
     home = Path(tempfile.mkdtemp(prefix="fam-bench-", dir="/tmp"))
     fake_root = base_url.removesuffix("/v1")
     latency_s = latency_ms / 1000
@@ -395,7 +403,7 @@ async def run_realistic(n: int, base_url: str, latency_ms: int) -> dict[str, Any
             f"sqlite+aiosqlite:///{home / 'familiar.db'}", workspace, [warm_key, *keys]
         )
         seed_s = time.perf_counter() - t_seed
-        proc = _spawn_daemon(home)
+        proc = _spawn_daemon(home, launcher)
         await _wait_ready(home, proc)
         async with aiohttp.ClientSession() as http:
             warm = await _burst(home, proc.pid, http, fake_root, [warm_key], "warmup", latency_s)

@@ -452,9 +452,16 @@ async def test_two_schedulers_on_postgresql_fire_each_schedule_once_and_take_ove
             new_leader = await _leader(store)
             assert int(new_leader.split("/")[1]) == other.proc.pid  # type: ignore[union-attr]
             assert "scheduler leadership taken" in other.logs()
-            await asyncio.sleep(4)  # a double firing would show by now
+            # One more, due in a second: the new leader fires it after anything overdue
+            # (a double firing of the first two would be due at once).
+            at = datetime.now(UTC) + timedelta(seconds=1)
+            spec = ScheduleSpec(
+                kind="at", spec=at.isoformat(), timezone="UTC", run_at=at, prompt="marker"
+            )
+            marker = (await service.create(target, spec)).id
+            await eventually(lambda: _fired(store, marker), timeout=TIMEOUT, what="marker fired")
             counts = await _firings(store)
-            assert counts == {ids[0]: 1, ids[1]: 1}
+            assert counts == {ids[0]: 1, ids[1]: 1, marker: 1}
             assert await other.stop() == 0
     finally:
         await store.close()

@@ -6,7 +6,8 @@ messages the channel posts: what a real platform that is down, then back, looks 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -28,11 +29,13 @@ class FakePlatform(LoopbackServer):
         accepting: whether connections are accepted.
         token: the bot token it accepts.
         refused: how many connections it refused.
+        refused_at: when it refused each (``time.monotonic()``).
     """
 
     accepting: bool = False
     token: str = ""
     refused: int = 0
+    refused_at: list[float] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -45,6 +48,7 @@ class FakePlatform(LoopbackServer):
     async def _connect(self, request: web.Request) -> web.Response:
         if not self.accepting:
             self.refused += 1
+            self.refused_at.append(time.monotonic())
             return web.json_response({"error": "platform down"}, status=503)
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return web.json_response({"error": "bad token"}, status=401)

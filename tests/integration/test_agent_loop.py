@@ -17,6 +17,7 @@ from core.store.engine import Store
 from core.tools.config import ToolsConfig
 from tests.fakes.fake_openai import FakeOpenAI, Status
 from tests.integration.harness import inbound, running_core
+from tests.waiting import eventually
 
 
 async def test_messages_of_one_session_run_in_order_one_at_a_time(
@@ -25,6 +26,7 @@ async def test_messages_of_one_session_run_in_order_one_at_a_time(
     active: dict[str, int] = {}
     overlap_seen: list[str] = []
     order: list[str] = []
+    one_per_session = asyncio.Barrier(3)
 
     async def reply(request: ChatRequest) -> str:
         text = request.messages[-1].content
@@ -33,7 +35,10 @@ async def test_messages_of_one_session_run_in_order_one_at_a_time(
         if active[session] > 1:
             overlap_seen.append(session)
         order.append(text)
-        await asyncio.sleep(0.02)
+        # Each call stays open until three are in: time for a second turn of a session
+        # to start, were the runtime to allow it (it would fill the barrier instead).
+        async with asyncio.timeout(20):
+            await one_per_session.wait()
         active[session] -= 1
         return f"done {text}"
 
@@ -152,7 +157,7 @@ async def test_autopilot_continues_until_task_complete(store_url: str, tmp_path:
         types = [e.type for e in await app.events.list("cli:auto")]
     assert provider.calls == 3
     assert EventType.TASK_COMPLETE in types
-    assert out.text == "still working"
+    assert out.text == "all done"  # the task_complete summary, not a step before it
 
 
 async def test_provider_down_gives_clear_error_reply_and_session_lives_on(
@@ -329,9 +334,8 @@ async def test_a_turn_released_at_shutdown_reruns_on_a_clean_history(
     await app.start()
     message = inbound("cli:released", "what is in the workspace?")
     await app.bus.publish_inbound(message)
-    async with asyncio.timeout(30):
-        while len(first_calls) < 2:  # the tool round is written, the second call hangs
-            await asyncio.sleep(0.01)
+    # the tool round is written, the second call hangs
+    await eventually(lambda: len(first_calls) >= 2, timeout=30)
     await app.stop(grace=0.1)
 
     seen: list[list[tuple[str, str]]] = []

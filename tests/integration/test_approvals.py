@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from pathlib import Path
 
 from sqlmodel import col, select
 
+from core.app import CoreApp
 from core.event_data import ApprovalDecided, ApprovalRequested
 from core.events import EventType
 from core.providers.base import ChatRequest, Completion, ToolCall
@@ -22,6 +24,7 @@ from core.store.models import ApprovalRow
 from core.tools import ExecConfig, ToolsConfig
 from core.tools.approvals import outcome_message_id
 from tests.integration.harness import inbound, running_core
+from tests.waiting import eventually
 
 DECODE = "echo ZWNobyBoaQ== | base64 -d | sh"
 """Matches "pipes into a shell"; runs ``echo hi``."""
@@ -159,6 +162,13 @@ async def test_pending_approval_denied_after_a_restart_never_runs(
     assert completes and all("exit code" not in str(e.data) for e in completes)
 
 
+async def _past_expiry(app: CoreApp, aid: str) -> None:
+    """Return once the clock the approvals read has passed ``aid``'s recorded expiry."""
+    info = await app.approvals.get(aid)
+    assert info is not None
+    await eventually(lambda: time.time() > info.expires_at, timeout=10, what="expiry")
+
+
 async def test_unanswered_approval_expires_and_is_denied(store_url: str, tmp_path: Path) -> None:
     tools = ToolsConfig(exec=ExecConfig(approval_timeout=0.3))
     async with running_core(
@@ -171,7 +181,7 @@ async def test_unanswered_approval_expires_and_is_denied(store_url: str, tmp_pat
         await app.bus.publish_inbound(ask)
         (asked,) = await replies.wait([ask.id])
         aid = approval_id(asked.text)
-        await asyncio.sleep(0.4)
+        await _past_expiry(app, aid)
         assert await app.approvals.sweep() == 1
         (outcome,) = await replies.wait([outcome_message_id(aid)])
         late = inbound("cli:a", f"/approve {aid}")
@@ -205,7 +215,7 @@ async def test_answer_after_expiry_but_before_the_sweep_is_refused(
         await app.bus.publish_inbound(ask)
         (asked,) = await replies.wait([ask.id])
         aid = approval_id(asked.text)
-        await asyncio.sleep(0.4)
+        await _past_expiry(app, aid)
         late = inbound("cli:a", f"/approve {aid}")
         await app.bus.publish_inbound(late)
         (refused, outcome) = await replies.wait([late.id, outcome_message_id(aid)])

@@ -10,7 +10,7 @@ from core.bus.sql import DEDUPE_WINDOW_SECONDS, SqlBus
 from core.bus.wake_socket import SocketWakeups
 from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.store.engine import Store
-from tests.waiting import eventually
+from tests.waiting import eventually, started
 
 
 def msg(session: str, text: str, **kw: object) -> InboundMessage:
@@ -140,8 +140,7 @@ async def test_wait_reply_is_woken_by_a_settle_in_this_process(store: Store) -> 
     bus.reply_poll_interval = 60.0  # only the in-process wake-up can end the wait in time
     m = msg("cli:w", "ping")
     await bus.publish_inbound(m)
-    waiting = asyncio.ensure_future(bus.wait_reply(m.id, timeout=30))
-    await asyncio.sleep(0)
+    waiting = await started(bus.wait_reply(m.id, timeout=30))
     (claim,) = await bus.claim(owner="w", limit=1, lease_seconds=30)
     assert await bus.settle(claim.message.id, owner="w", reply=OutboundMessage.answering(m, "pong"))
     got = await asyncio.wait_for(waiting, 5)
@@ -195,7 +194,8 @@ async def test_a_settle_wakes_other_claimers_only_when_its_session_has_more_queu
             c.message.id: c.message for c in await bus.claim(owner="w", limit=5, lease_seconds=30)
         }
         assert set(claims) == {first.id, alone.id}
-        await asyncio.sleep(0.05)  # the publishes' notes arrive first
+        worker.announce(("done", ""))  # the publishes' notes arrive before it
+        await eventually(lambda: "done" in notes, timeout=10)
         notes.clear()
         await bus.settle(alone.id, owner="w", reply=OutboundMessage.answering(alone, "ok"))
         worker.announce(("done", ""))  # datagrams arrive in order: everything before is in

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import json
+import re
 import shutil
 import socket
 import time
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import pytest
-from typer.testing import CliRunner, Result
+from click.testing import CliRunner, Result
 
 from core.bus.sql import SqlBus
 from core.messages import Delivery, InboundMessage
@@ -26,6 +27,7 @@ from gateway.daemon import EX_CONFIG, serve
 from gateway.plugins import CHANNELS_GROUP
 from tests.conftest import short_home
 from tests.fakes.fake_platform import FakePlatform
+from tests.waiting import eventually
 
 T = TypeVar("T")
 TOKEN = "xoxb-loop-secret-0123456789abcdef"
@@ -187,17 +189,32 @@ async def test_a_channel_that_cannot_start_is_retried_while_the_gateway_serves(
     assert TOKEN not in err
 
 
-async def test_retries_back_off(home: Path) -> None:
+async def test_retries_back_off(home: Path, capfd: pytest.CaptureFixture[str]) -> None:
     async with (
         FakePlatform(token=TOKEN) as platform,
         gateway(home, loop_overrides(platform)) as (control, task),
     ):
-        await status(control, task)
-        await asyncio.sleep(2.5)  # attempts at ~0, <=1 s, then <=2 s later
-        assert 2 <= platform.refused <= 3
+
+        async def retried_twice() -> bool:
+            loop = channel(await status(control, task), "loop")
+            planned = loop["retry_in"] is not None
+            return loop["state"] == "failed" and loop["restarts"] >= 2 and planned
+
+        await eventually(retried_twice, what="two retries failed, a third is planned")
         loop = channel(await status(control, task), "loop")
-        assert loop["state"] == "failed" and loop["restarts"] == platform.refused - 1
-        assert 0 < loop["retry_in"] <= 4
+        # the next attempt is seconds away (see below): nothing moves meanwhile
+        assert loop["restarts"] == 2 and platform.refused == 3
+    # Each wait is planned (and logged) before it is slept: 1 s, 2 s, 4 s, each with
+    # jitter down to half; the platform saw the attempts at least that far apart.
+    err = capfd.readouterr().err
+    planned = [float(s) for s in re.findall(r"channel loop: next start attempt in ([\d.]+)s", err)]
+    assert len(planned) >= 3, err
+    for wait, (low, high) in zip(planned, [(0.5, 1.0), (1.0, 2.0), (2.0, 4.0)], strict=False):
+        assert low <= wait <= high, planned
+    first, second, third = platform.refused_at[:3]
+    assert second - first >= planned[0] - 0.05  # (logged to 0.1 s)
+    assert third - second >= planned[1] - 0.05
+    assert 0 < loop["retry_in"] <= planned[2]
 
 
 @pytest.mark.parametrize(

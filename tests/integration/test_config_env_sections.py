@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from core.errors import ConfigError
 from gateway.cli import app

@@ -225,7 +225,10 @@ async def test_an_agent_model_reaches_the_provider_as_the_configured_id(
     assert {b["model"] for b in parent} == {"fake"}
     # What `familiar agents list` and doctor map names against is what the agent has.
     # (no skill in this workspace: the `skill` tool is not offered)
-    assert {t["function"]["name"] for t in parent[0]["tools"]} == BUILTIN_TOOLS - {"skill"}
+    assert {t["function"]["name"] for t in parent[0]["tools"]} == BUILTIN_TOOLS - {
+        "skill",
+        "memory_consolidate",
+    }
     warned = [
         r.getMessage() for r in caplog.records if "is an alias or display name" in r.getMessage()
     ]
@@ -251,8 +254,17 @@ async def test_agents_list_finds_agents_by_query(tmp_path: Path) -> None:
         ctx = ToolContext(workspace=tmp_path / "ws", session_key=PARENT, deps=app.tool_deps)
         everything = json.loads(await agents_list.run(ctx, {}))
         found = json.loads(await agents_list.run(ctx, {"query": "LINQ and nullable types in .NET"}))
-    assert everything["total"] == 65
-    assert len(everything["agents"]) == 30 and "35 more" in everything["more"]
+    assert everything["total"] == 68
+    assert len(everything["agents"]) == 30 and "38 more" in everything["more"]
     names = [a["name"] for a in found["agents"]]
-    assert names == ["general-purpose", "explore", "task", "rubber-duck", "csharp-expert"]
-    assert found["agents"][4]["display_name"] == "C# Expert"
+    assert names == [
+        "general-purpose",
+        "explore",
+        "task",
+        "rubber-duck",
+        "code-review",
+        "research",
+        "rem-agent",
+        "csharp-expert",
+    ]
+    assert found["agents"][7]["display_name"] == "C# Expert"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.commands.talk import Outcome, converse, no_reply_text
 from gateway.control.client import ControlClient
+from gateway.control.conversation import Outcome, converse, no_reply_text
 from gateway.control.protocol import TimeoutLine
 from gateway.daemon import serve
 from tests.fakes.fake_openai import FakeOpenAI
@@ -56,7 +56,7 @@ async def test_stop_tells_waiting_senders_the_message_stays_queued(home: Path) -
 
     assert isinstance(outcome.final, TimeoutLine)
     assert outcome.final.reason == "stopping"
-    assert outcome.exit_code == 1
+    assert outcome.status == "queued"  # `familiar send` exits 1 on it
     assert no_reply_text(outcome, "cli:stopping", 300.0) == (
         f"the gateway is stopping; message {outcome.message_id} stays queued and will be "
         "answered after it restarts (see: familiar sessions show cli:stopping --events)"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ from core.scheduling import HEARTBEAT_FILE, HeartbeatConfig, HeartbeatService, S
 from tests.clock import T0
 from tests.clock import ManualClock as Clock
 from tests.integration.harness import running_core
+from tests.waiting import eventually
 
 SESSION = "test:room"
 
@@ -68,17 +68,12 @@ async def heartbeat_core(
 
 
 async def wait_delivered(app: CoreApp, inbound_id: str) -> None:
-    async with asyncio.timeout(30):
-        while True:
-            async with app.store.read() as conn:
-                status = (
-                    await conn.execute(
-                        select(OutboundRow.status).where(col(OutboundRow.inbound_id) == inbound_id)
-                    )
-                ).scalar()
-            if status == "delivered":
-                return
-            await asyncio.sleep(0.05)
+    async def delivered() -> bool:
+        query = select(OutboundRow.status).where(col(OutboundRow.inbound_id) == inbound_id)
+        async with app.store.read() as conn:
+            return (await conn.execute(query)).scalar() == "delivered"
+
+    await eventually(delivered, timeout=30, what=f"the reply to {inbound_id} delivered")
 
 
 async def test_heartbeat_without_instructions_makes_no_model_call(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from core.event_data import ToolComplete
 from core.mcp import McpConfig, McpServerConfig

@@ -11,9 +11,9 @@ from pathlib import Path
 import aiohttp
 import httpx2
 import pytest
+from click.testing import CliRunner
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from typer.testing import CliRunner
 
 from core.errors import ConfigError
 from gateway.cli import app

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from gateway.cli import app
 from tests.fakes.fake_openai import FakeOpenAI

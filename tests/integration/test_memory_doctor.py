@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from core.memory.vectors import PGVECTOR_STATES, pgvector_state, sqlite_vec_problem
 from core.store.engine import Store

@@ -104,11 +104,11 @@ async def test_background_task_embeds_after_remember(store: Store, fake: FakeOpe
     await memory.semantic.start()
     try:
         await memory.remember(ALICE, CORPUS[0])
-        for _ in range(200):
-            if await _vectors(store) == 1:
-                break
-            await asyncio.sleep(0.02)
-        assert await _vectors(store) == 1
+
+        async def embedded() -> bool:
+            return await _vectors(store) == 1
+
+        await eventually(embedded, timeout=10, what="one vector stored")
     finally:
         await memory.semantic.stop()
 

@@ -7,6 +7,7 @@ and, on SQLite, its own writer); the same code runs on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 
@@ -65,22 +66,32 @@ async def test_two_processes_delivering_one_channel_send_each_reply_once(
 ) -> None:
     buses = [SqlBus(store=s) for s in stores]
     sent: Counter[str] = Counter()
+    sending: Counter[str] = Counter()
 
     async def send(message: OutboundMessage) -> None:
-        await asyncio.sleep(0.01)  # both workers are mid-send at the same time
+        sending[message.inbound_id] += 1
+        # A slow platform (the behaviour under test): both workers are mid-send at once.
+        await asyncio.sleep(0.01)
         sent[message.inbound_id] += 1
+
+    def settled() -> bool:
+        return sum(sent.values()) >= 40 and sending == sent
 
     workers = [DeliveryWorker(bus=b, channel="cli", send=send, poll_interval=0.05) for b in buses]
     for worker in workers:
         worker.start()
     try:
         ids = await _replies(buses[0], 40)
-        await eventually(lambda: sum(sent.values()) >= 40, timeout=60, what="all delivered")
-        await asyncio.sleep(0.3)  # a second send of any reply would land by now
+        await eventually(settled, timeout=60, what="all delivered, no send under way")
+        # Every reply is marked sent, so no later poll hands one out again; a reply
+        # published now is sent only by a poll after those marks.
+        assert await buses[1].due_outbound("cli", limit=100) == []
+        (marker,) = await _replies(buses[0], 1)
+        await eventually(lambda: sent[marker] == 1 and sending == sent, timeout=60)
     finally:
         for worker in workers:
             await worker.stop()
-    assert sent == Counter(dict.fromkeys(ids, 1))
+    assert sent == Counter(dict.fromkeys([*ids, marker], 1))
     assert await buses[1].due_outbound("cli", limit=100) == []
 
 
@@ -134,6 +145,8 @@ async def test_the_leader_stops_firing_elsewhere_and_another_takes_over(
     stores: tuple[Store, Store],
 ) -> None:
     log: list[str] = []
+    renewals: Counter[str] = Counter()
+    tries: Counter[str] = Counter()
 
     def leader(name: str, store: Store) -> SchedulerLeader:
         async def lead() -> None:
@@ -142,11 +155,15 @@ async def test_the_leader_stops_firing_elsewhere_and_another_takes_over(
         async def follow() -> None:
             log.append(f"{name} follows")
 
-        async def resync() -> None:
-            pass
+        async def resync() -> None:  # each renewal of a held lease
+            renewals[name] += 1
+
+        def clock() -> float:  # read once per attempt to take or renew the lease
+            tries[name] += 1
+            return time.time()
 
         return SchedulerLeader(
-            leases=Leases(store=store),
+            leases=Leases(store=store, clock=clock),
             owner=name,
             seconds=1.5,
             lead=lead,
@@ -159,7 +176,9 @@ async def test_the_leader_stops_firing_elsewhere_and_another_takes_over(
     await eventually(lambda: first.leading, timeout=30)
     second.start()
     try:
-        await asyncio.sleep(1.0)  # B keeps trying while A renews
+        renewed = renewals["A"]
+        # B keeps trying while A renews: two attempts of B, each answered "held by A"
+        await eventually(lambda: tries["B"] >= 2 and renewals["A"] >= renewed + 2, timeout=30)
         assert not second.leading and log == ["A leads"]
         await first._task.stop()  # A dies: no release, no renewal
         await eventually(lambda: second.leading, timeout=30, what="B took over")

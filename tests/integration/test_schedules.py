@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from core.app import CoreApp
 from core.bus.sql import SqlBus

@@ -15,13 +15,14 @@ from typing import Any
 
 import aiohttp
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from core.store.engine import Store
 from gateway.cli import app
 from gateway.daemon import serve
 from tests.integration.test_daemon import BASE, _closed_port_url, running
 from tests.integration.test_daemon import write_config as _write_config
+from tests.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTED = '\n[provider]\nkind = "scripted"\n'
@@ -232,11 +233,18 @@ async def test_background_check_notices_a_deleted_database_within_seconds(home: 
     write_config(home, None, SCRIPTED)
     stop = asyncio.Event()
     task = asyncio.create_task(serve(home, stop=stop, env={}, ollama_url=_closed_port_url()))
+    connector = aiohttp.UnixConnector(path=str(home / "run" / "gateway.sock"))
     try:
-        async with asyncio.timeout(30):
-            while not (home / "run" / "gateway.sock").exists():
-                await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)
+        async with aiohttp.ClientSession(connector=connector) as control:
+
+            async def serving() -> bool:  # started: the store is open and watched
+                try:
+                    async with control.get(BASE + "/v1/status") as response:
+                        return bool((await response.json())["store_health"]["ok"])
+                except aiohttp.ClientConnectionError:
+                    return False
+
+            await eventually(serving, timeout=30, what="the gateway serves")
         (home / "familiar.db").unlink()
         # Nobody asks /readyz: the periodic check alone must stop the gateway.
         assert await asyncio.wait_for(task, 10) == 1

@@ -12,9 +12,9 @@ import pytest
 
 from core.errors import MemoryRefused
 from core.memory.service import GLOBAL, Caller
-from core.tasks.config import SubagentsConfig
 from core.tasks.handoff import HANDOFF_MARKER
 from core.tools.config import ToolsConfig
+from core.tools.subagents_config import SubagentsConfig
 from tests.fakes.fake_openai import ScriptItem
 from tests.integration.harness import inbound
 from tests.integration.subagent_rig import last_text, last_user, only_task, rig, tool_results

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from core.agent.config import AgentConfig
-from core.tasks.config import SubagentsConfig
 from core.tasks.handoff import HANDOFF_MARKER
 from core.tasks.records import TaskRecord
 from core.tools.config import PolicyRule, ToolPolicyConfig, ToolsConfig
+from core.tools.subagents_config import SubagentsConfig
 from tests.fakes.fake_openai import ScriptItem, Stall
 from tests.integration.harness import inbound
 from tests.integration.subagent_rig import (

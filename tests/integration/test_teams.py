@@ -14,6 +14,7 @@ from tests.fakes.fake_openai import Delay, FakeOpenAI, Text
 from tests.fakes.fake_teams import APP_ID, WRONG_SECRET, FakeTeams, message
 from tests.integration.teams_rig import TEAMS, gateway, overrides
 from tests.small_disk import fill, small_disk
+from tests.stored import inbound_count
 from tests.waiting import eventually
 
 
@@ -92,7 +93,8 @@ async def test_a_bad_or_missing_token_gets_401_and_nothing_is_queued(
             gw.post(activity, token=None) if header is None else gw.post(activity, auth=header)
         )
         assert status == 401
-        await asyncio.sleep(1.0)
+        # A message is stored before it is answered: none was, so none will run.
+        assert inbound_count(home) == 0
         report = await gw.status()
     assert llm.log == [] and teams.activities == []
     assert report["queue"] == {"pending": 0, "claimed": 0}
@@ -109,13 +111,19 @@ async def test_a_redelivered_activity_is_answered_once_and_typing_is_shown(home:
         first = await gw.post(activity)
         again = await gw.post(activity)  # Teams redelivers when an answer was slow
         assert first[0] == again[0] == 202
+        assert inbound_count(home) == 1  # stored before the 202: the redelivery was dropped
         conversation = "a:1-alice-personal"
         [reply] = await teams.wait_for(conversation=conversation)
         typing = teams.of("typing", conversation=conversation)
-        await asyncio.sleep(1.5)
+        # Bob's slow turn shows typing after 1 s, then every 0.5 s: by its second one,
+        # alice's indicator (same timers) would have sent again, were it still running.
+        bob = message("me too !sleep 2", service_url=teams.service_url, user="bob")
+        await gw.post(bob)
+        await teams.wait_for("typing", 2, conversation="a:1-bob-personal")
         after = teams.of("typing", conversation=conversation)
     assert reply.text == "echo: once please !sleep 3"
-    assert len(teams.of(conversation=conversation)) == 1 and len(llm.log) == 1
+    assert len(teams.of(conversation=conversation)) == 1
+    assert [e["user_text"] for e in llm.log] == ["once please !sleep 3", "me too !sleep 2"]
     assert len(typing) >= 2  # refreshed while the 3 s turn ran
     assert all(t.at < reply.at for t in typing) and len(after) == len(typing)  # then stopped
 
@@ -299,7 +307,7 @@ async def test_a_service_url_off_microsofts_hosts_is_refused_by_default(home: Pa
         async with gateway(home, teams, config) as gw:
             await gw.running()
             status, _, _ = await gw.post(message("hi", service_url=teams.service_url))
-            await asyncio.sleep(1.0)
+            assert inbound_count(home) == 0  # (stored before it is answered)
             report = await gw.status()
     assert status == 401 and llm.log == [] and teams.activities == []
     assert report["queue"] == {"pending": 0, "claimed": 0}

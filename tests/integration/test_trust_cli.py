@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 # Imported before CliRunner swaps sys.stderr: the MCP SDK's stdio client binds its
 # default error log (a real file) when first imported.

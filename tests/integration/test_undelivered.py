@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from core.bus.sql import SqlBus
 from core.bus.stranded import StrandedReplies

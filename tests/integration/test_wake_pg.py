@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import event
 
 from core.bus.ephemeral import EphemeralHub
 from core.bus.sql import SqlBus
@@ -44,8 +45,11 @@ async def test_notes_reach_the_others_and_targeted_notes_only_their_peer(
         assert got["b"] == got["third"] == [("slack", a.name)] and got["a"] == []
         b.send_to(a.name, ("outbound", "only-a"))
         await eventually(lambda: got["a"], timeout=10)
-        await asyncio.sleep(0.2)
-        assert got["a"] == [("only-a", b.name)] and got["third"] == [("slack", a.name)]
+        # A note b announces now reaches the third after anything sent to it before.
+        b.announce(("outbound", "marker"))
+        await eventually(lambda: len(got["third"]) >= 2, timeout=10)
+        assert got["third"] == [("slack", a.name), ("marker", b.name)]
+        assert got["a"][0] == ("only-a", b.name)
     finally:
         await third.stop()
 
@@ -66,9 +70,14 @@ async def test_a_settle_in_one_process_wakes_a_reply_waiter_in_another(
             session_key="cli:x", text="hi", delivery=Delivery(channel="cli", chat_id="x")
         )
         await front.publish_inbound(message)
-        waiter = asyncio.create_task(front.wait_reply(message.id, timeout=30))
         (claim,) = await agent.claim(owner="w", limit=1, lease_seconds=30)
-        await asyncio.sleep(0.2)  # the waiter has read the store and sleeps
+        # Nothing else uses the front's store from here: its next statement is the
+        # waiter's read, which finds no reply; only the wake-up can end its wait.
+        read = asyncio.Event()
+        event.listen(stores[1].engine.sync_engine, "after_cursor_execute", lambda *_: read.set())
+        waiter = asyncio.create_task(front.wait_reply(message.id, timeout=30))
+        await asyncio.wait_for(read.wait(), 10)
+        assert not waiter.done()
         await agent.settle(
             claim.message.id, owner="w", reply=OutboundMessage.answering(message, "yo")
         )

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from channels.webhook import signed_headers
 from gateway.cli import app
@@ -26,6 +26,8 @@ from tests.integration.webhook_harness import (
     running_webhook,
     write_webhook_config,
 )
+from tests.stored import reply_status
+from tests.waiting import eventually
 
 SECRET = "whsec-test-5d1e"
 TOKEN = "tok-test-93ab"
@@ -173,8 +175,10 @@ async def test_callback_is_signed_and_retried_after_a_500(
         assert first == second == expected
         assert callbacks.valid == [True, True]
         assert callbacks.headers[1]["X-Familiar-Message-Id"] == got.body["message_id"]
-        await asyncio.sleep(0.5)
-        assert callbacks.calls == 2  # delivered: not sent again
+        # Recorded as delivered: never due again, so never sent again.
+        mid = got.body["message_id"]
+        await eventually(lambda: reply_status(home, mid) == "delivered", timeout=10)
+        assert callbacks.calls == 2
         status = await gw.status()
         [webhook] = [c for c in status["channels"] if c["name"] == "webhook"]
         assert webhook["failed_deliveries"] == 0
@@ -210,8 +214,9 @@ async def test_a_callback_that_never_succeeds_is_recorded_as_failed(
         [failed] = [e for e in session["events"] if e["type"] == "delivery.failed"]
         assert failed["message_id"] == got.body["message_id"]
         assert failed["data"]["attempts"] == 3 and failed["data"]["channel"] == "webhook"
-        await asyncio.sleep(0.5)
-        assert callbacks.calls == 3  # given up: no more attempts
+        # Recorded as given up: never due again, so no more attempts.
+        assert reply_status(home, got.body["message_id"]) == "failed"
+        assert callbacks.calls == 3
         # The reply itself is still there for polling.
         assert (await gw.poll("ci", got.body["message_id"], **SIGNED)).body["status"] == "done"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -130,6 +129,9 @@ async def test_catalog_reads_every_place_and_rereads_changed_files(tmp_path: Pat
         "explore",
         "task",
         "rubber-duck",
+        "code-review",
+        "research",
+        "rem-agent",
         "notes-summary",
         "reviewer",
         "doc-writer",
@@ -140,7 +142,6 @@ async def test_catalog_reads_every_place_and_rereads_changed_files(tmp_path: Pat
     target.write_text(FAMILIAR.replace("Summarises the notes folder", "Now summarises logs"))
     stat = target.stat()
     os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-    await asyncio.sleep(0)
     assert (await catalog.agents())["notes-summary"].description == "Now summarises logs"
     (workspace / "agents" / "broken.md").write_text("---\nname: [\n---\n")
     agents = await catalog.agents()

@@ -138,9 +138,10 @@ def test_copilot_namespaced_tools_map_to_ours_and_unknown_ones_are_reported() ->
         "sessions_spawn",
         "subagents",
         "agents_list",
+        "todo",
         "mcp__github__*",
     )
-    assert spec.unmapped_tools == ("todo", "vscode/askQuestions", "ms-dotnettools.csharp/symbols")
+    assert spec.unmapped_tools == ("vscode/askQuestions", "ms-dotnettools.csharp/symbols")
     assert not any(t.startswith(("mcp__execute", "mcp__read", "mcp__edit")) for t in spec.tools)
     # Without those MCP servers their names map to nothing: reported, never invented.
     bare = _parse(CSHARP)
@@ -164,7 +165,7 @@ def test_copilot_namespaced_tools_map_to_ours_and_unknown_ones_are_reported() ->
         ("search/usages", (), ("list_dir",)),
         ("runSubagent", (), ("sessions_spawn", "subagents", "agents_list")),
         ("Task", (), ("sessions_spawn", "subagents", "agents_list")),
-        ("TodoWrite", (), ()),
+        ("TodoWrite", (), ("todo",)),
         ("WebSearch", ("brave-search", "files"), ("mcp__brave-search__*",)),
         ("WebFetch", ("brave-search", "fetch"), ("mcp__fetch__*",)),
         ("web/*", ("brave-search", "fetch"), ("mcp__brave-search__*", "mcp__fetch__*")),

@@ -76,23 +76,26 @@ async def test_400_agents_cost_about_what_20_do(tmp_path: Path) -> None:
     assert len(big) < 1.5 * len(small)
     # The built-in agents first, then the one the message is about.
     lines = [ln for ln in big.splitlines() if ln.startswith("- ")]
-    assert [ln.split(":")[0] for ln in lines[:4]] == [
+    assert [ln.split(":")[0] for ln in lines[:7]] == [
         "- general-purpose",
         "- explore",
         "- task",
         "- rubber-duck",
+        "- code-review",
+        "- research",
+        "- rem-agent",
     ]
-    assert lines[4].startswith("- zz-azure-bicep (Azure Bicep Author): Writes Azure Bicep")
-    listed = len(lines) - 4
+    assert lines[7].startswith("- zz-azure-bicep (Azure Bicep Author): Writes Azure Bicep")
+    listed = len(lines) - 7
     more = re.search(r"…and (\d+) more: call `agents_list` with a `query`", big)
     assert more is not None and int(more.group(1)) + listed == 400
     # Twenty fit whole.
-    assert "more: call" not in small and small.count("\n- ") == 24
+    assert "more: call" not in small and small.count("\n- ") == 27
 
 
 async def test_without_a_match_custom_agents_are_alphabetical(tmp_path: Path) -> None:
     section = await _section(tmp_path, 30, "hello there")
-    custom = [ln for ln in section.splitlines() if ln.startswith("- ")][4:]
+    custom = [ln for ln in section.splitlines() if ln.startswith("- ")][7:]
     ids = [ln[2:].split(" ", 1)[0] for ln in custom]
     assert ids == sorted(ids)
 

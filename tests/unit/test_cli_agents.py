@@ -61,7 +61,6 @@ def test_agents_list_json(home: Path) -> None:
     assert "exec" in csharp["tools"] and "mcp__github__*" in csharp["tools"]
     assert csharp["unmapped_tools"] == [
         "web/fetch",
-        "todo",
         "vscode/askQuestions",
         "ms-dotnettools.csharp/symbols",
     ]
@@ -98,7 +97,7 @@ def test_doctor_reports_what_maps_to_nothing(home: Path) -> None:
     lines = [ln for ln in out.splitlines() if "agent" in ln]
     assert any(
         ln.startswith("! agent csharp-expert:")
-        and "tools that map to no tool of ours: web/fetch, todo" in ln
+        and "tools that map to no tool of ours: web/fetch, vscode/askQuestions" in ln
         for ln in lines
     ), out
     assert any(ln.startswith("✗ custom agent file:") and "broken.md:2" in ln for ln in lines), out

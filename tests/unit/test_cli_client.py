@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 import aiohttp
 import pytest
 from aiohttp import web
+from click.testing import CliRunner
 from rich.console import Console
-from typer.testing import CliRunner
 
 from core.messages import Delivery, InboundMessage
 from gateway.cli import app
@@ -560,7 +560,9 @@ async def test_control_routes_refuse_bad_text_and_big_bodies(
     daemon: ControlStack, home: Path
 ) -> None:
     json_type = {"Content-Type": "application/json"}
-    connector = aiohttp.UnixConnector(path=str(socket_path(home)))
+    # force_close: the refused uploads leave no kept-alive connection for the daemon's
+    # teardown to cut (a socket collected later fails another test as unraisable).
+    connector = aiohttp.UnixConnector(path=str(socket_path(home)), force_close=True)
     async with aiohttp.ClientSession("http://familiar", connector=connector) as http:
         for path in ("/v1/messages", "/v1/schedules", "/v1/sessions/cli:default/read"):
             for body, problem in [

@@ -34,10 +34,9 @@ NEVER = (
 """Not imported by ``--help`` or ``send`` (each pulls in a tenth of a second or more)."""
 NOT_FOR_HELP = (*NEVER, "pydantic", "asyncio", "gateway.control.client", "rich.console")
 """The top-level help lists commands from the registry: no command module is imported,
-and help is plain text (typer's rich rendering costs ~0.1 s)."""
+and help is plain text (click's own, no rich)."""
 NOT_FOR_SEND = (*NEVER, "pydantic", "rich.console")
-"""``send`` prints plain text, and coerces its parameters without typer's pydantic
-adapters (`gateway.commands.coercion`)."""
+"""``send`` prints plain text, and click converts its parameters (no pydantic)."""
 
 _PROBE = """
 import json, sys

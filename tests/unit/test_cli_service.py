@@ -32,7 +32,14 @@ def test_service_install_status_uninstall(home: Path, tmp_path: Path) -> None:
     unit = tmp_path / "units" / UNIT_NAME
     assert f"wrote {unit}" in result.stdout
     assert f"--home {home}" in unit.read_text()
-    assert ["systemctl", "--user", "enable", "--now", UNIT_NAME] in fake.calls
+    assert [
+        "systemctl",
+        "--user",
+        "enable",
+        "--now",
+        "familiar-exec.socket",
+        UNIT_NAME,
+    ] in fake.calls
 
     status = cli("service", "status", "--user", obj=deps)
     assert status.exit_code == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from core.tasks.registry import SpawnRequest
@@ -12,6 +11,7 @@ from tests.unit.test_cli_client import LoopThread, cli
 from tests.unit.test_cli_client import daemon as daemon
 from tests.unit.test_cli_client import home as home
 from tests.unit.test_cli_client import loop_thread as loop_thread
+from tests.waiting import eventually_sync
 
 
 def _spawn(daemon: ControlStack, loop_thread: LoopThread, prompt: str, owner: str) -> str:
@@ -33,17 +33,10 @@ def _status(home: Path, task_id: str) -> str:
     return str(json.loads(result.stdout)["status"])
 
 
-def _until(predicate: object, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 def test_list_show_cancel(daemon: ControlStack, home: Path, loop_thread: LoopThread) -> None:
     done = _spawn(daemon, loop_thread, "hello", "cli:alice")
     hung = _spawn(daemon, loop_thread, "!hang", "cli:bob")
-    _until(lambda: _status(home, done) == "completed", "the first task completed")
+    eventually_sync(lambda: _status(home, done) == "completed", what="the first task completed")
 
     result = cli("tasks", "list", "--json", "--home", str(home))
     assert result.exit_code == 0, result.stderr

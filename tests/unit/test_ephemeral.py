@@ -6,6 +6,7 @@ import asyncio
 
 from core.bus.ephemeral import EphemeralHub
 from core.messages import Delivery, Progress, StreamDelta
+from tests.waiting import started
 
 _TO = Delivery(channel="cli", chat_id="x")
 
@@ -48,8 +49,7 @@ async def test_a_lagging_subscriber_gets_merged_deltas_and_every_note() -> None:
 async def test_a_waiting_subscriber_is_woken_and_keeps_order() -> None:
     hub = EphemeralHub()
     async with hub.subscribe("m") as sub:
-        getting = asyncio.ensure_future(sub.get())
-        await asyncio.sleep(0)
+        getting = await started(sub.get())  # it waits for a delta
         hub.emit(delta("m", "a"))
         assert (await asyncio.wait_for(getting, 1)).text == "a"
         hub.emit(delta("m", "b"))

@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from gateway.cli import app
 from gateway.init import render_default_config

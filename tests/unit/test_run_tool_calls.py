@@ -29,10 +29,12 @@ class _Events:
 
 async def test_a_stop_in_one_parallel_call_cancels_its_siblings(tmp_path: Path) -> None:
     cancelled: list[str] = []
+    waiting = asyncio.Event()
 
     @tool
     async def wait_long(ctx: ToolContext) -> str:
         """Waits until cancelled."""
+        waiting.set()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -42,8 +44,8 @@ async def test_a_stop_in_one_parallel_call_cancels_its_siblings(tmp_path: Path) 
 
     @tool
     async def stopper(ctx: ToolContext) -> str:
-        """Stops the turn."""
-        await asyncio.sleep(0)
+        """Stops the turn (once its sibling runs)."""
+        await asyncio.wait_for(waiting.wait(), 10)
         raise TurnCancelled("stopped")
 
     tools = ToolRegistry(tools=[wait_long, stopper], parallel=["*"])
@@ -62,12 +64,18 @@ async def test_a_stop_in_one_parallel_call_cancels_its_siblings(tmp_path: Path) 
 
 async def test_unsafe_calls_split_the_parallel_batches(tmp_path: Path) -> None:
     order: list[str] = []
+    first_batch: set[int] = set()
+    together = asyncio.Event()
 
     @tool
     async def safe(ctx: ToolContext, n: int) -> str:
         """Parallel-safe."""
         order.append(f"start {n}")
-        await asyncio.sleep(0.01)
+        if n in (1, 2):  # each ends only once both run: run one after the other, they hang
+            first_batch.add(n)
+            if first_batch == {1, 2}:
+                together.set()
+            await asyncio.wait_for(together.wait(), 10)
         order.append(f"end {n}")
         return str(n)
 

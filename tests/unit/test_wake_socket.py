@@ -34,9 +34,13 @@ async def test_a_note_reaches_every_other_process_and_names_its_sender(
     got: list[tuple[str, str]] = []
     b.on("outbound", lambda data, peer: got.append((data, peer)))
     a.on("outbound", lambda data, peer: got.append(("self!", peer)))
+    marker = asyncio.Event()
+    a.on("marker", lambda _data, _peer: marker.set())
     a.announce(("outbound", "slack"))
     await eventually(lambda: got == [("slack", a.name)], timeout=10)
-    await asyncio.sleep(0.05)
+    # A note a had sent itself would be in its socket's queue ahead of this one.
+    b.send_to(a.name, ("marker", ""))
+    await asyncio.wait_for(marker.wait(), 10)
     assert got == [("slack", a.name)]  # never delivered to the sender itself
 
 
@@ -124,22 +128,31 @@ async def test_a_process_that_starts_later_learns_the_subscriptions(tmp_path: Pa
         await front_wake.stop()
 
 
+def _queue_length() -> int:
+    """Datagrams a Unix socket queues before a sender gets EAGAIN (Linux default 10)."""
+    return int(Path("/proc/sys/net/unix/max_dgram_qlen").read_text())
+
+
 async def test_a_full_peer_gets_its_notes_once_it_reads_again(tmp_path: Path) -> None:
     wake = tmp_path / "wake"
     a, b = SocketWakeups(wake), SocketWakeups(wake)
     await a.start()
+    hello = asyncio.Event()
+    a.on("hello", lambda _data, _peer: hello.set())
     await b.start()
     try:
         deltas: list[str] = []
         b.on("eph", lambda data, _peer: deltas.append(data))
-        await asyncio.sleep(0.05)  # the hellos are read
+        await asyncio.wait_for(hello.wait(), 10)  # b's hello is read: nothing else in flight
         loop = asyncio.get_running_loop()
         assert b._sock is not None
         loop.remove_reader(b._sock.fileno())  # b is busy: its queue fills up
+        sent = a.sent
         for index in range(40):  # one datagram per loop iteration
             a.send_to(b.name, ("eph", str(index)))
             await asyncio.sleep(0)
-        await asyncio.sleep(0.05)
+        if _queue_length() < 40:
+            assert a.sent - sent < 40  # b's queue is full: a holds the rest
         loop.add_reader(b._sock.fileno(), b._receive)  # b reads again
         await eventually(lambda: len(deltas) == 40, timeout=10)
         assert deltas == [str(index) for index in range(40)]  # none lost, in order

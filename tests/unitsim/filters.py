@@ -2,7 +2,8 @@
 
 Mirrors ``src/shared/seccomp-util.c``: one filter per directive, each with its own
 default action; the kernel applies them all and the strictest answer wins.
-``SystemCallFilter=`` lines combine in order (the first decides allow- or deny-list);
+``SystemCallFilter=`` lines combine in order (the first decides allow- or deny-list;
+``SystemCallErrorNumber=`` makes a refused call fail instead of killing);
 groups are expanded by ``systemd-analyze syscall-filter``. ``RestrictNamespaces=``
 refuses ``unshare``/``clone`` with a forbidden flag and ``setns`` into one (EPERM), and
 makes ``clone3`` ENOSYS, whose flags seccomp cannot see, so that libc falls back to
@@ -126,10 +127,13 @@ def _syscall_filter(directives: Directives) -> Filter | None:
             chosen |= names  # same polarity as the first line: add
         else:
             chosen -= names
+    refuse = KILL_PROCESS
+    if number := last(directives, "SystemCallErrorNumber"):
+        refuse = errno_action(getattr(errno, number) if not number.isdigit() else int(number))
     if allow_list:
         rules = tuple(Rule(ALLOW, name) for name in sorted(chosen))
-        return Filter("SystemCallFilter", KILL_PROCESS, rules)
-    return Filter("SystemCallFilter", ALLOW, tuple(Rule(KILL_PROCESS, n) for n in sorted(chosen)))
+        return Filter("SystemCallFilter", refuse, rules)
+    return Filter("SystemCallFilter", ALLOW, tuple(Rule(refuse, n) for n in sorted(chosen)))
 
 
 def namespaces_retained(values: list[str]) -> int | None:

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import fcntl
+import grp
 import os
 import pwd
+import socket
+import struct
 import sys
 from pathlib import Path
 
@@ -29,7 +33,7 @@ from tests.unitsim.mounts import (
     mount,
     stash_dir,
 )
-from tests.unitsim.unitfile import Directives, boolean, last, parse_service
+from tests.unitsim.unitfile import Directives, boolean, last, parse_service, words
 
 MODELLED = {
     "NoNewPrivileges", "ProtectSystem", "ProtectHome", "ReadWritePaths", "ReadOnlyPaths",
@@ -38,9 +42,18 @@ MODELLED = {
     "RestrictNamespaces", "RestrictRealtime", "RestrictSUIDSGID", "LockPersonality",
     "MemoryDenyWriteExecute", "RestrictAddressFamilies", "SystemCallArchitectures",
     "SystemCallFilter", "CapabilityBoundingSet", "UMask", "ProtectProc", "ProcSubset",
-    "PrivateUsers", "User", "Group",
+    "PrivateUsers", "User", "Group", "TemporaryFileSystem", "BindPaths", "BindReadOnlyPaths",
+    "InaccessiblePaths", "PrivateNetwork", "PrivateIPC", "SystemCallErrorNumber", "Environment",
 }  # fmt: skip
 """Directives applied here."""
+BY_SOCKET = {"KillMode", "KillSignal"}
+"""Applied by `tests.unitsim.socket` (the instance's cgroup is killed when it ends)."""
+ONLY_TAKE_AWAY = {
+    "IPAddressDeny", "TasksMax", "MemoryMax", "CPUWeight", "IOWeight", "LimitCORE",
+    "RuntimeMaxSec",
+}  # fmt: skip
+"""Limits and filters not reproduced: each only refuses more under the real unit, so
+what a command could not do here it cannot do there either."""
 NO_BEARING = {
     "Type", "NotifyAccess", "ExecStart", "Environment", "EnvironmentFile", "Restart",
     "RestartSec", "RestartPreventExitStatus", "TimeoutStopSec", "WatchdogSec",
@@ -50,6 +63,8 @@ NO_BEARING = {
 (start-up, restarts, clean-up at stop, keyrings, mount propagation to the host)."""
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWUSER = 0x00020000, 0x04000000, 0x10000000
+CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 4, 24, 38
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -118,6 +133,33 @@ def _reachable(path: Path, uid: int) -> None:
         return
 
 
+def _private_network() -> None:
+    """A network namespace with only a loopback, brought up (PrivateNetwork=yes)."""
+    _unshare(CLONE_NEWNET)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+
+
+def _namespaces(directives: Directives) -> None:
+    if boolean(directives, "ProtectHostname"):
+        _unshare(CLONE_NEWUTS)
+    if boolean(directives, "PrivateIPC"):
+        _unshare(CLONE_NEWIPC)
+    if boolean(directives, "PrivateNetwork"):
+        _private_network()
+
+
+def _environment(directives: Directives) -> dict[str, str]:
+    env = dict(os.environ)
+    for value in directives.get("Environment", []):
+        for word in words(value):
+            name, _, setting = word.partition("=")
+            env[name] = setting
+    return env
+
+
 def _drop_bounding_set() -> None:
     for cap in range(64):
         if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
@@ -125,7 +167,7 @@ def _drop_bounding_set() -> None:
 
 
 def _check_known(directives: Directives) -> None:
-    unknown = set(directives) - MODELLED - NO_BEARING
+    unknown = set(directives) - MODELLED - NO_BEARING - BY_SOCKET - ONLY_TAKE_AWAY
     if unknown:
         sys.exit(f"unitsim: directives not modelled: {', '.join(sorted(unknown))}")
 
@@ -136,12 +178,18 @@ def main() -> None:
     parser.add_argument("--kind", choices=("system", "user"), required=True)
     parser.add_argument("--user", required=True)
     parser.add_argument("--reach", type=Path, action="append", default=[])
+    parser.add_argument(
+        "--listen-fd", action="store_true", help="fd 3 is a socket-activation connection"
+    )
     parser.add_argument("argv", nargs="+")
     args = parser.parse_args()
     directives = parse_service(args.unit)
     _check_known(directives)
     account = pwd.getpwnam(args.user)
     uid, gid = account.pw_uid, account.pw_gid
+    if group := last(directives, "Group"):
+        gid = grp.getgrnam(group).gr_gid
+    groups = os.getgrouplist(account.pw_name, gid)  # as systemd: the user's, in Group=
     filters = build_filters(directives)  # before any mount: runs systemd-analyze
 
     _unshare(CLONE_NEWNS)
@@ -152,29 +200,31 @@ def main() -> None:
         _reachable(path, uid)
     if args.kind == "system":
         apply_mounts(directives, stash=stash, nodes=nodes)
-        if boolean(directives, "ProtectHostname"):
-            _unshare(CLONE_NEWUTS)
+        _namespaces(directives)
         if last(directives, "CapabilityBoundingSet", None) == "":
             _drop_bounding_set()
-        os.setgroups([])
+        os.setgroups(groups)
         if boolean(directives, "PrivateUsers"):
             _private_users(uid, gid)
         os.setgid(gid)
         os.setuid(uid)
     else:
+        os.chown(stash, uid, gid)  # the user manager's own scratch space
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
         _own_user_namespace(uid, gid)
         apply_mounts(directives, stash=stash, nodes=nodes)
-        if boolean(directives, "ProtectHostname"):
-            _unshare(CLONE_NEWUTS)
+        _namespaces(directives)
         _drop_bounding_set()  # the user manager's children hold no capabilities
     os.umask(int(last(directives, "UMask", "0022"), 8))
     os.chdir("/")
     _call(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    env = _environment(directives)
+    if args.listen_fd:  # sd_listen_fds() checks that the fds are meant for this process
+        env |= {"LISTEN_FDS": "1", "LISTEN_PID": str(os.getpid()), "LISTEN_FDNAMES": "connection"}
     load_filters(filters)
-    os.execv(args.argv[0], args.argv)
+    os.execve(args.argv[0], args.argv, env)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import shlex
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["Directives", "parse_service"]
+__all__ = ["Directives", "parse_section", "parse_service"]
 
 Directives = dict[str, list[str]]
 """Directive name -> every value assigned, in order (``SystemCallFilter=`` lines combine)."""
@@ -14,6 +14,11 @@ Directives = dict[str, list[str]]
 
 def parse_service(path: Path) -> Directives:
     """The ``[Service]`` section of ``path``; continuation lines and comments handled."""
+    return parse_section(path, "Service")
+
+
+def parse_section(path: Path, wanted: str) -> Directives:
+    """The ``[wanted]`` section of ``path``; continuation lines and comments handled."""
     found: defaultdict[str, list[str]] = defaultdict(list)
     section = ""
     pending = ""
@@ -28,7 +33,7 @@ def parse_service(path: Path) -> Directives:
         if line.startswith("[") and line.endswith("]"):
             section = line[1:-1]
             continue
-        if section != "Service":
+        if section != wanted:
             continue
         key, _, value = line.partition("=")
         found[key.strip()].append(value.strip())

@@ -6,7 +6,9 @@ from alembic import context
 from sqlmodel import SQLModel
 
 import core.bus.tables
+import core.mcp.rows
 import core.memory.models
+import core.orchestration.models
 import core.store.models
 import core.tasks.records  # noqa: F401  (registers the tables on SQLModel.metadata)
 

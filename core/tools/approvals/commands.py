@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.agent.commands import CommandRouter
+from core.commands import CommandRouter
 from core.errors import CommandError
 from core.messages import InboundMessage
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from core.background import BackgroundTask
-from core.bus.base import Publisher
+from core.bus.sql import SqlBus
 from core.errors import CommandError, PolicyDenied, ToolFailed
 from core.messages import InboundMessage
 from core.store.engine import Store
@@ -60,7 +60,7 @@ class ApprovalService:
         self,
         *,
         store: Store,
-        bus: Publisher,
+        bus: SqlBus,
         runner: CommandRunner,
         workspace: Path,
         timeout: float,

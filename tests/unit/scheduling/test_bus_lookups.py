@@ -1,10 +1,9 @@
-"""SqlBus as the SchedulingBus: message states and the latest user delivery of a session."""
+"""SqlBus for scheduling: message states and the latest user delivery of a session."""
 
 from __future__ import annotations
 
 from core.bus.sql import SqlBus
 from core.messages import Delivery, InboundMessage, Origin
-from core.scheduling import SchedulingBus
 from core.store.engine import Store
 
 
@@ -18,7 +17,7 @@ def message(session: str, *, origin: Origin = "user", chat: str = "c1") -> Inbou
 
 
 async def test_message_states(store: Store) -> None:
-    bus: SchedulingBus = SqlBus(store=store)
+    bus = SqlBus(store=store)
     first, second = message("s:a"), message("s:b")
     for m in (first, second):
         await bus.publish_inbound(m)
@@ -36,7 +35,7 @@ async def test_message_states(store: Store) -> None:
 
 
 async def test_last_user_delivery(store: Store) -> None:
-    bus: SchedulingBus = SqlBus(store=store)
+    bus = SqlBus(store=store)
     assert await bus.last_user_delivery("s:a") is None
     await bus.publish_inbound(message("s:a", chat="old"))
     await bus.publish_inbound(message("s:a", chat="new"))
