@@ -185,6 +185,8 @@ class ChannelProcess:
             self.state = "starting"
             self.started_at = time.time()
             log.info("started %s pid=%d", self.name, self._proc.pid)
+            if self._stopping.is_set():  # stop() came while it was being started
+                self._proc.send_signal(signal.SIGTERM)
             return await self._proc.wait()
         finally:
             os.close(write_end)  # (the child is gone: nothing reads it)
