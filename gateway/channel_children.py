@@ -7,10 +7,12 @@ support (which also reaps it), in a session of its own so that a terminal's Ctrl
 reaches the main process only, which stops it last. A child that dies is started
 again: at once after a long run, else after a backoff that doubles from 0.5 s up to
 ``gateway.restart_backoff_max``; ``crash_loop_restarts`` quick deaths in a row are
-reported ``crash-loop`` and it keeps being retried. Whatever the child does, the agent
-in the main process goes on. A child that refuses its configuration (exit 78) before
-it was ever ready stops the gateway with 78: restarting cannot fix a config file.
-A child watches a pipe the main process holds open, and stops when it reads EOF.
+reported ``crash-loop`` and it keeps being retried. A child that answered on its
+socket and then stays silent for `HUNG_AFTER` seconds (a stuck event loop) is killed
+and started again. Whatever the child does, the agent in the main process goes on.
+A child that refuses its configuration (exit 78) before it was ever ready stops the
+gateway with 78: restarting cannot fix a config file. A child watches a pipe the main
+process holds open, and stops when it reads EOF.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ IN_PROCESS_CHANNELS = frozenset({"cli", "webhook"})
 run in the main process (a channel that raises is restarted there by its
 `ChannelSupervisor`); every other channel brings a platform SDK and runs in a child."""
 _FIRST_BACKOFF = 0.5
+HUNG_AFTER = 30.0
+"""A child that answered once and then stays silent this long has a stuck event loop
+(its socket is asked every half second): it is killed and started again."""
 _SYSTEMD_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID")
 
 
@@ -187,9 +192,26 @@ class ChannelProcess:
             log.info("started %s pid=%d", self.name, self._proc.pid)
             if self._stopping.is_set():  # stop() came while it was being started
                 self._proc.send_signal(signal.SIGTERM)
-            return await self._proc.wait()
+            watch = asyncio.create_task(self._watch(self._proc, time.monotonic()))
+            try:
+                return await self._proc.wait()
+            finally:
+                watch.cancel()
         finally:
             os.close(write_end)  # (the child is gone: nothing reads it)
+
+    async def _watch(self, proc: asyncio.subprocess.Process, since: float) -> None:
+        """Kill the child once it answered in this run and then went silent."""
+        while True:
+            await asyncio.sleep(1.0)
+            answered = self._remote.answered_at
+            if answered is None or answered < since or self._stopping.is_set():
+                continue
+            if time.monotonic() - answered > HUNG_AFTER:
+                log.error("%s pid=%d stopped answering: killing it", self.name, proc.pid)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                return
 
     async def _back_off(self, ran: float) -> None:
         gw = self._gateway

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,8 @@ class RemoteChannel:
         self.error: str | None = None
         self._report: dict[str, Any] = {}
         self._seen = False
+        self.answered_at: float | None = None
+        """``time.monotonic()`` of the channel process's last answer."""
         self._session: aiohttp.ClientSession | None = None
         self._poll: asyncio.Task[None] | None = None
 
@@ -143,6 +146,7 @@ class RemoteChannel:
             self._report = {k: v for k, v in report.items() if k not in ("state", "error")}
             self.state, self.error = report["state"], report.get("error")
             self._seen = True
+            self.answered_at = time.monotonic()
         except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError):
             await self._down()
 

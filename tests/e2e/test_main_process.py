@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from gateway.channel_children import HUNG_AFTER
 from tests.e2e.test_channel_processes import PER_CHANNEL, _cli, _webhook
 from tests.e2e.test_daemon_process import fake_openai
 from tests.e2e.test_processes import TIMEOUT, Gateway, home, running, write_config
@@ -211,3 +212,33 @@ async def test_a_stop_that_signals_every_process_at_once_restarts_no_child(home:
             os.kill(gw.proc.pid, signal.SIGTERM)
             assert await gw.stop() == 0
             assert gw.logs().count("started channel:webhook pid=") == 1, gw.logs()
+
+
+async def test_a_hung_channel_process_is_killed_and_started_again(home: Path) -> None:
+    """A child whose loop stops (here: SIGSTOP) no longer answers on its socket; after
+    `HUNG_AFTER` seconds the main process kills it and starts it again."""
+    async with fake_openai() as url:
+        write_config(home, url, processes="main", extra=PER_CHANNEL)
+        async with running(home) as gw:
+
+            async def up() -> bool:
+                assert gw.alive, gw.logs()
+                try:
+                    return bool((await _webhook_channel(gw))["state"] == "running")
+                except (OSError, AssertionError):
+                    return False
+
+            await eventually(up, timeout=TIMEOUT, interval=0.1, what="webhook up")
+            victim = (await _processes(gw))["channel:webhook"]["pid"]
+            os.kill(victim, signal.SIGSTOP)
+
+            async def replaced() -> bool:
+                row = (await _processes(gw))["channel:webhook"]
+                return bool(row["pid"] not in (None, victim) and row["restarts"] == 1)
+
+            await eventually(
+                replaced, timeout=HUNG_AFTER + TIMEOUT, interval=0.5, what="hung child replaced"
+            )
+            assert f"channel:webhook pid={victim} stopped answering" in gw.logs()
+            await eventually(up, timeout=TIMEOUT, interval=0.1, what="webhook up again")
+            assert await gw.stop() == 0
