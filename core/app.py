@@ -354,6 +354,7 @@ async def build_core(
             hub,
             *((skill_catalog,) if skill_catalog else ()),
             *(orchestration.tool_services if orchestration else ()),
+            *((registry.policy,) if registry.policy is not None else ()),
         ),
         compaction=compaction if memory.compaction == "model" else None,
         notices=approvals,
