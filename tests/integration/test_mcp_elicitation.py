@@ -63,6 +63,33 @@ async def test_a_question_during_a_call_is_answered_while_the_turn_waits(
 
 
 @pytest.mark.slow
+async def test_another_conversation_can_neither_answer_nor_see_the_question(
+    daemon_home: Path, tmp_path: Path
+) -> None:
+    """Whoever talks in another session (another channel's caller included) gets the
+    reply of an id that does not exist, and the question waits on for its own person."""
+    async with FakeOpenAI() as fake:
+        write_config(daemon_home, fake, servers(tmp_path))
+        fake.script(ToolCalls((("mcp__fake__ask", {"question": "Your PIN?"}),)), "Thanks.")
+        async with running(daemon_home) as gw:
+            turn = asyncio.create_task(gw.send("ask me"))
+            qid, _ = await question(gw)
+            other = "cli:intruder"
+            listed = await gw.send("/answer", session=other)
+            answer = await gw.send(f"/answer {qid} 0000", session=other)
+            decline = await gw.send(f"/decline {qid}", session=other)
+            unknown = await gw.send("/decline nosuch", session=other)
+            own = await gw.send(f"/answer {qid} 1234")
+            await turn
+    assert listed[-1]["text"] == "No MCP server is waiting for an answer in this conversation."
+    assert answer[-1]["text"] == f"no question {qid} in this conversation"
+    assert decline[-1]["text"] == f"no question {qid} in this conversation"
+    assert unknown[-1]["text"] == "no question nosuch in this conversation"  # alike
+    assert own[-1]["text"].startswith(f"Answered question {qid}")
+    assert tool_results(fake)[-1] == "answer: 1234"
+
+
+@pytest.mark.slow
 async def test_a_url_question_shows_the_url_and_can_be_declined(
     daemon_home: Path, tmp_path: Path
 ) -> None:
