@@ -14,8 +14,9 @@ The mcp SDK's server has no tasks, so this speaks the wire itself. Tools:
   answers ``answer: <value>`` (or ``declined`` / ``cancelled``).
 - ``login()``: a plain call that sends the client to a URL (URL-mode elicitation) and
   answers ``login: <action>``.
-- ``sample(prompt)``: a plain call that asks the client's model
-  (``sampling/createMessage``) and answers ``model said: <text>`` or ``refused: <why>``.
+- ``sample(prompt, after=None)``: a plain call that asks the client's model
+  (``sampling/createMessage``; with ``after``, once that file exists in the state folder)
+  and answers ``model said: <text>`` or ``refused: <why>``.
 - ``sample_later(prompt)``: answers at once; once the file ``sample`` exists in the state
   folder it asks the client's model outside any call and logs ``late sampling: <what
   came back>``.
@@ -72,7 +73,10 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "sample",
         "description": "Ask the client's model.",
-        "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}}},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"prompt": {"type": "string"}, "after": {"type": "string"}},
+        },
     },
     {
         "name": "sample_later",
@@ -337,6 +341,8 @@ class Server:
             )
             return _text(f"login: {answer.get('action')}")
         if name == "sample":
+            if after := arguments.get("after"):
+                await _exists(after)
             return _text(await self.sample(arguments.get("prompt", "")))
         if name == "sample_later":
             self.start_runner_of(self.sample_later(arguments.get("prompt", "")))
@@ -357,8 +363,7 @@ class Server:
         return f"model said: {said['content']['text']} ({said.get('model')})"
 
     async def sample_later(self, prompt: str) -> None:
-        while not (DIR / "sample").exists():
-            await asyncio.sleep(POLL_MS / 1000)
+        await _exists("sample")
         _log(f"late sampling: {await self.sample(prompt)}")
 
     def start_runner_of(self, work: Any) -> None:
@@ -405,6 +410,11 @@ class Failure(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+async def _exists(name: str) -> None:
+    while not (DIR / name).exists():
+        await asyncio.sleep(POLL_MS / 1000)
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -168,3 +168,37 @@ async def test_a_question_is_refused_when_two_conversations_call_the_server(
     assert "cannot tell whose question this is" in results[0]
     assert results[1] == "answer: Ada"
     assert second[-1]["text"] == "B done"
+
+
+@pytest.mark.slow
+async def test_sampling_is_refused_when_two_conversations_call_the_server(
+    daemon_home: Path, tmp_path: Path
+) -> None:
+    """Whose request it is is not on the wire: its cost is never put on the wrong one."""
+    async with FakeOpenAI() as fake:
+        write_config(daemon_home, fake, servers(tmp_path, sampling=True))
+        fake.script(
+            ToolCalls((("mcp__fake__sample", {"prompt": "from a", "after": "a-go"}),)),
+            ToolCalls((("mcp__fake__sample", {"prompt": "from b", "after": "b-go"}),)),
+            "A done",
+            "hi from the fake model",
+            "B done",
+        )
+        async with running(daemon_home) as gw:
+            first = asyncio.create_task(gw.send("sample", session="cli:a"))
+            await eventually(lambda: len(fake.requests) == 1, what="a's call made")
+            second = asyncio.create_task(gw.send("sample too", session="cli:b"))
+            await eventually(lambda: len(fake.requests) == 2, what="b's call made")
+            (tmp_path / "a-go").touch()  # a asks while both calls are open
+            await first
+            (tmp_path / "b-go").touch()  # b asks alone
+            await second
+            events = {
+                s: (await gw.get(f"/v1/sessions/{s}?events=1"))["events"]
+                for s in ("cli:a", "cli:b")
+            }
+    a_result, b_result = tool_results(fake)
+    assert "refused:" in a_result and "several conversations" in a_result, a_result
+    assert "model said: hi from the fake model" in b_result
+    sampled = {s: [e for e in found if e["type"] == "mcp.sampling"] for s, found in events.items()}
+    assert sampled["cli:a"] == [] and len(sampled["cli:b"]) == 1
