@@ -373,7 +373,7 @@ async def build_core(
         provider=lambda: provider.name if provider is not None else None,
     )
     if orchestration is not None:
-        orchestration.register_commands(commands, workspace=workspace)
+        orchestration.register_commands(commands, workspace=workspace, policy=registry.policy)
     runtime = AgentRuntime(
         inbox=bus,
         turns=TurnHandler(services=turn_services, owner=owner),

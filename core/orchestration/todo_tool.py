@@ -12,10 +12,11 @@ from core.tools.base import Tool, ToolContext
 from core.tools.decorator import Dep, tool
 from core.tools.policy import ToolPolicy
 
-__all__ = ["start_todo", "todo", "todo_tools"]
+__all__ = ["SPAWN_TOOL", "start_todo", "todo", "todo_tools"]
 
 _RESULT_CHARS = 2000
 SPAWN_TOOL = "sessions_spawn"
+"""The tool whose policy starting an agent follows, however it is started."""
 
 
 def _board(todos: list[Todo]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 from core.memory import MemoryConfig
 from core.memory.service import GLOBAL, Caller
 from core.orchestration.commands import REM_DESCRIPTION, REM_NAME
+from core.tools.config import PolicyRule, ToolPolicyConfig, ToolsConfig
 from tests.fakes.fake_openai import ScriptItem
 from tests.integration.harness import inbound
 from tests.integration.subagent_rig import last_text, rig
@@ -162,3 +163,23 @@ async def test_idle_session_is_consolidated_once_without_a_reply(
     assert claimed is False
     assert len(tasks) == 1 and tasks[0].agent_type == "rem-agent" and not tasks[0].handoff
     assert len(main_replies) == 1  # nobody asked: nothing is posted to the conversation
+
+
+async def test_subconscious_starts_no_agent_where_sessions_spawn_is_denied(
+    store_url: str, tmp_path: Path
+) -> None:
+    """/subconscious run starts an agent: not from a channel refused ``sessions_spawn``."""
+    tools = ToolsConfig(
+        policy=ToolPolicyConfig(per_channel={"test": PolicyRule(deny=["sessions_spawn"])})
+    )
+    async with rig(tmp_path, store_url, lambda _s, _m: "unused", tools=tools) as (
+        app,
+        replies,
+        fake,
+    ):
+        message = inbound(MAIN, "/subconscious run")
+        await app.bus.publish_inbound(message)
+        (reply,) = await replies.wait([message.id])
+        tasks = await app.tasks.repo.list(owner_key=MAIN)
+    assert reply.kind == "error" and "sessions_spawn" in reply.text, reply.text
+    assert tasks == [] and fake.log == []
