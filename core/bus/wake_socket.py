@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import socket
 import time
 import uuid
@@ -35,6 +36,8 @@ _RESCAN_SECONDS = 5.0
 """How old the list of peers may get before a send lists the directory again (it is
 listed again at once when the directory's mtime moves)."""
 _MAX_DATAGRAM = 48 * 1024
+_MARKER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+"""A marker's name (``<pid>-<nonce>``, or a name a process was given)."""
 _RETRY_SECONDS = 0.002
 """How soon notes a full peer did not take are sent again."""
 _GIVE_UP_SECONDS = 1.0
@@ -128,12 +131,24 @@ class SocketWakeups:
             self._queue(peer, notes)
 
     def send_to(self, peer: str, *notes: tuple[str, str]) -> bool:
-        if self._sock is None or (
-            peer not in self._peers and not os.path.exists(self.directory / peer)
-        ):
+        if self._sock is None or not self._is_peer(peer):
             return False
         self._queue(peer, notes)
         return True
+
+    def _is_peer(self, name: str) -> bool:
+        """Whether ``name`` is a process of this home: its marker is in the directory.
+
+        Abstract sockets are open to every process of the network namespace (an exec
+        command with the network on, however sandboxed), and their names are listed in
+        ``/proc/net/unix``: a sender without a marker (which only the daemon's account
+        can write, under FAMILIAR_HOME) is nobody, whatever name it bound.
+        """
+        if name in self._peers:
+            return True
+        if not _MARKER.fullmatch(name):  # "", "..", "../x": never a path outside
+            return False
+        return os.path.exists(self.directory / name)
 
     # -- sending -------------------------------------------------------------------------
 
@@ -235,7 +250,11 @@ class SocketWakeups:
                 log.debug("wake-up receive failed: %s", exc)
                 return
             address = sender.decode(errors="replace") if isinstance(sender, bytes) else sender
-            peer = address.removeprefix(self._prefix) if isinstance(address, str) else ""
+            if not (isinstance(address, str) and address.startswith(self._prefix)):
+                continue
+            peer = address.removeprefix(self._prefix)
+            if peer == self.name or not self._is_peer(peer):
+                continue  # a stranger (or ourselves): its notes are not read
             for line in payload.decode(errors="replace").split("\n"):
                 topic, _, data = line.partition("\t")
                 for handler in self._handlers.get(topic, ()):
