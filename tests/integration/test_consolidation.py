@@ -183,3 +183,36 @@ async def test_subconscious_starts_no_agent_where_sessions_spawn_is_denied(
         tasks = await app.tasks.repo.list(owner_key=MAIN)
     assert reply.kind == "error" and "sessions_spawn" in reply.text, reply.text
     assert tasks == [] and fake.log == []
+
+
+async def test_idle_consolidation_keeps_the_sessions_channel_rules(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Nobody's message starts it, yet the rem-agent works for a session of a channel:
+    that channel's ``tools.policy`` binds it, as it binds every agent the session starts
+    (else a custom ``rem-agent`` file would get what the channel is denied)."""
+
+    def respond(session: str | None, _messages: list[dict[str, Any]]) -> ScriptItem:
+        return "nothing to do" if session and session.startswith("subagent:") else "hi"
+
+    tools = ToolsConfig(
+        policy=ToolPolicyConfig(per_channel={"test": PolicyRule(deny=["memory_consolidate"])})
+    )
+    config = MemoryConfig(consolidate_after_idle=1.0)
+    async with rig(tmp_path, store_url, respond, memory=config, tools=tools) as (
+        app,
+        replies,
+        fake,
+    ):
+        message = inbound(MAIN, "hello")
+        await app.bus.publish_inbound(message)
+        await replies.wait([message.id])
+
+        async def consolidated() -> bool:
+            found = await app.tasks.repo.list(owner_key=MAIN)
+            return bool(found) and found[0].status == "completed"
+
+        await eventually(consolidated, what="rem-agent ran for the idle session")
+        (task,) = await app.tasks.repo.list(owner_key=MAIN)
+    rem = [b for b in fake.requests if task.child_key in str(b["messages"][0]["content"])]
+    assert rem and all(_tools_offered(b) == set() for b in rem)
