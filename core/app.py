@@ -354,6 +354,7 @@ async def build_core(
             hub,
             *((skill_catalog,) if skill_catalog else ()),
             *(orchestration.tool_services if orchestration else ()),
+            *((registry.policy,) if registry.policy is not None else ()),
         ),
         compaction=compaction if memory.compaction == "model" else None,
         notices=approvals,
@@ -372,7 +373,7 @@ async def build_core(
         provider=lambda: provider.name if provider is not None else None,
     )
     if orchestration is not None:
-        orchestration.register_commands(commands, workspace=workspace)
+        orchestration.register_commands(commands, workspace=workspace, policy=registry.policy)
     runtime = AgentRuntime(
         inbox=bus,
         turns=TurnHandler(services=turn_services, owner=owner),

@@ -139,8 +139,10 @@ def render_exec_units(
     else:
         network = "PrivateNetwork=yes\nRestrictAddressFamilies=AF_UNIX\nIPAddressDeny=any\n"
     binds = "".join(f"BindReadOnlyPaths={quote(str(p))}\n" for p in _read_only_binds(settings))
+    socket = settings.socket or exec_socket_path(kind)
     values = {
-        "@SOCKET@": quote(settings.socket) if settings.socket else exec_socket_path(kind),
+        "@SOCKET@": quote(settings.socket) if settings.socket else socket,
+        "@SOCKET_PATH@": quote(f"-{settings.socket}") if settings.socket else f"-{socket}",
         "@SOCKET_OWNER@": owner,
         "@EXEC_SERVER@": " ".join(quote(a, exec_line=True) for a in argv),
         "@ACCOUNT@": account,

@@ -19,7 +19,9 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import socket
+import struct
 import time
 import uuid
 from collections import defaultdict
@@ -35,6 +37,11 @@ _RESCAN_SECONDS = 5.0
 """How old the list of peers may get before a send lists the directory again (it is
 listed again at once when the directory's mtime moves)."""
 _MAX_DATAGRAM = 48 * 1024
+_CREDS = struct.Struct("3i")
+"""``struct ucred``: pid, uid, gid."""
+_CREDS_SPACE = socket.CMSG_SPACE(_CREDS.size)
+_MARKER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+"""A marker's name (``<pid>-<nonce>``, or a name a process was given)."""
 _RETRY_SECONDS = 0.002
 """How soon notes a full peer did not take are sent again."""
 _GIVE_UP_SECONDS = 1.0
@@ -90,6 +97,8 @@ class SocketWakeups:
         sock.setblocking(False)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        # The kernel names each sender's pid (its marker's name begins with it).
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         sock.bind(self._address(self.name))
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.close(fd)
@@ -128,12 +137,24 @@ class SocketWakeups:
             self._queue(peer, notes)
 
     def send_to(self, peer: str, *notes: tuple[str, str]) -> bool:
-        if self._sock is None or (
-            peer not in self._peers and not os.path.exists(self.directory / peer)
-        ):
+        if self._sock is None or not self._is_peer(peer):
             return False
         self._queue(peer, notes)
         return True
+
+    def _is_peer(self, name: str) -> bool:
+        """Whether ``name`` is a process of this home: its marker is in the directory.
+
+        Abstract sockets are open to every process of the network namespace (an exec
+        command with the network on, however sandboxed), and their names are listed in
+        ``/proc/net/unix``: a sender without a marker (which only the daemon's account
+        can write, under FAMILIAR_HOME) is nobody, whatever name it bound.
+        """
+        if name in self._peers:
+            return True
+        if not _MARKER.fullmatch(name):  # "", "..", "../x": never a path outside
+            return False
+        return _alive(name) and os.path.exists(self.directory / name)
 
     # -- sending -------------------------------------------------------------------------
 
@@ -153,7 +174,15 @@ class SocketWakeups:
             names = os.listdir(self.directory)
         except OSError:
             names = []
-        self._peers = [n for n in names if n != self.name and not n.startswith(".")]
+        peers = []
+        for name in names:
+            if name == self.name or name.startswith("."):
+                continue
+            if _alive(name):
+                peers.append(name)
+            else:  # a killed process's marker: whoever binds its name now is not it
+                self._forget(name, stale=True)
+        self._peers = peers
 
     def _queue(self, peer: str, notes: tuple[tuple[str, str], ...]) -> None:
         lines = self._pending.setdefault(peer, [])
@@ -228,14 +257,18 @@ class SocketWakeups:
         sock = self._sock
         while sock is not None:
             try:
-                payload, sender = sock.recvfrom(1 << 17)
+                payload, ancillary, _flags, sender = sock.recvmsg(1 << 17, _CREDS_SPACE)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
                 log.debug("wake-up receive failed: %s", exc)
                 return
             address = sender.decode(errors="replace") if isinstance(sender, bytes) else sender
-            peer = address.removeprefix(self._prefix) if isinstance(address, str) else ""
+            if not (isinstance(address, str) and address.startswith(self._prefix)):
+                continue
+            peer = address.removeprefix(self._prefix)
+            if peer == self.name or not self._is_peer(peer) or not _sent_by(peer, ancillary):
+                continue  # a stranger (or ourselves): its notes are not read
             for line in payload.decode(errors="replace").split("\n"):
                 topic, _, data = line.partition("\t")
                 for handler in self._handlers.get(topic, ()):
@@ -243,6 +276,35 @@ class SocketWakeups:
                         handler(data, peer)
                     except Exception:
                         log.exception("wake-up handler failed topic=%s", topic)
+
+
+def _alive(name: str) -> bool:
+    """Whether the process a marker names (``<pid>-<nonce>``) still runs as our user; a
+    name without a pid (given by a test) counts as alive."""
+    pid, dash, _ = name.partition("-")
+    if not (dash and pid.isdigit()):
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    except (OverflowError, OSError):
+        return False
+    return True
+
+
+def _sent_by(peer: str, ancillary: list[tuple[int, int, bytes]]) -> bool:
+    """Whether the sender's pid (``SCM_CREDENTIALS``) is the one ``peer``'s name begins
+    with: a dead process's marker lingers until a sender finds it, and anyone may bind
+    its abstract name meanwhile. A name without a pid (given by a test) is not checked."""
+    pid, dash, _ = peer.partition("-")
+    if not (dash and pid.isdigit()):
+        return True
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+            sender: int = _CREDS.unpack(data[: _CREDS.size])[0]
+            return sender == int(pid)
+    return False
 
 
 def _chunks(lines: list[str]) -> list[bytes]:

@@ -9,6 +9,7 @@ against the schema (``jsonschema``) before it goes back.
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -120,8 +121,17 @@ def parse_answer(schema: dict[str, Any], text: str) -> dict[str, Any]:
             content[key] = _coerce(key, properties[key], value)
     # jsonschema costs a quarter second to import: only when someone answers.
     from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+    from jsonschema.exceptions import SchemaError, UnknownType  # type: ignore[import-untyped]
+    from referencing.exceptions import Unresolvable
 
-    errors = sorted(Draft202012Validator(schema).iter_errors(content), key=lambda e: e.path)
+    try:
+        Draft202012Validator.check_schema(schema)
+        found = list(Draft202012Validator(schema).iter_errors(content))
+    except (SchemaError, UnknownType, Unresolvable, re.error) as exc:
+        # The server's form is broken: say so (the person can /decline), never crash.
+        what = getattr(exc, "message", None) or str(exc).splitlines()[0]
+        raise ValueError(f"the server's form cannot be checked ({what})") from None
+    errors = sorted(found, key=lambda e: e.path)
     if errors:
         where = "/".join(str(p) for p in errors[0].path)
         raise ValueError(f"{where + ': ' if where else ''}{errors[0].message}")

@@ -264,6 +264,17 @@ class McpConnection:
         task = related_task(context.meta)
         if self.host is None:
             return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message="sampling is off")
+        if task is None and len({c.session_key for c in self._callers}) > 1:
+            # As for questions: never record the request and its cost on the wrong session.
+            log.warning(
+                "mcp server %s: a sampling request during calls of several sessions refused",
+                self.name,
+            )
+            return mcp_types.ErrorData(
+                code=mcp_types.INVALID_REQUEST,
+                message="several conversations are calling this server now; "
+                "familiar cannot tell whose request this is",
+            )
         return await self.host.sample(self.name, self._owner_of(task), task, params)
 
     async def _on_message(self, message: IncomingMessage) -> None:

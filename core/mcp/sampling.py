@@ -4,7 +4,8 @@ Off by default: only a server with ``[mcp.servers.<name>] sampling = true`` is t
 familiar can sample (the capability) and answered; any other is refused with an error
 saying how to allow it. ``maxTokens`` is lowered to ``mcp.sampling_max_tokens``. Each
 request, answered or refused, is an ``mcp.sampling`` event of the session that made the
-call, with the tokens it cost.
+call, with the tokens it cost; a request outside any call (or for a task that is not
+ours) has no such session and is refused.
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ class SamplingService:
                 f"familiar does not let MCP server {server!r} use its model "
                 f"(allow it with [mcp.servers.{server}] sampling = true)"
             )
+        elif owner is None:
+            # No call or task of ours: no session to record the request and its cost in.
+            refused = f"{server!r} asked outside any conversation"
         elif self._provider is None:
             refused = "familiar has no model configured"
         if refused is not None:

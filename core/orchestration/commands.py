@@ -13,11 +13,13 @@ import re
 from pathlib import Path
 
 from core.commands import CommandHandler, CommandRouter, Macro
-from core.errors import CommandError, TaskRefused
+from core.errors import CommandError, PolicyDenied, TaskRefused
 from core.messages import InboundMessage
 from core.orchestration.modes import SessionModes
+from core.orchestration.todo_tool import SPAWN_TOOL
 from core.orchestration.todos import TodoStore
 from core.tasks.registry import SpawnRequest, TaskRegistry
+from core.tools.policy import ToolPolicy
 
 __all__ = [
     "REM_DESCRIPTION",
@@ -105,10 +107,18 @@ def consolidation_request(session_key: str) -> str:
 
 
 class _Commands:
-    def __init__(self, *, workspace: Path, modes: SessionModes, registry: TaskRegistry) -> None:
+    def __init__(
+        self,
+        *,
+        workspace: Path,
+        modes: SessionModes,
+        registry: TaskRegistry,
+        policy: ToolPolicy | None,
+    ) -> None:
         self._workspace = workspace
         self._modes = modes
         self._registry = registry
+        self._policy = policy
 
     async def review(self, _message: InboundMessage, args: str) -> Macro:
         target = args.strip()
@@ -169,6 +179,13 @@ class _Commands:
     async def subconscious(self, message: InboundMessage, args: str) -> str:
         if args.strip().lower() != "run":
             raise CommandError("usage: /subconscious run")
+        if self._policy is not None:  # it starts an agent, as sessions_spawn would
+            try:
+                self._policy.check(
+                    SPAWN_TOOL, channel=message.delivery.channel, agent_type="main", depth=0
+                )
+            except PolicyDenied as exc:
+                raise CommandError(f"/subconscious cannot start rem-agent here: {exc}") from None
         existing = await self._registry.repo.find(REM_NAME, owner_key=message.session_key)
         prompt = consolidation_request(message.session_key)
         try:
@@ -205,9 +222,10 @@ def register_orchestration_commands(
     modes: SessionModes,
     registry: TaskRegistry,
     todos: TodoStore,
+    policy: ToolPolicy | None = None,
 ) -> None:
     """Register the five orchestration commands and add autopilot and todos to /status."""
-    c = _Commands(workspace=workspace, modes=modes, registry=registry)
+    c = _Commands(workspace=workspace, modes=modes, registry=registry, policy=policy)
     commands.register_macro(
         "review",
         c.review,

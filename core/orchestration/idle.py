@@ -13,15 +13,19 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable
 
 from core.errors import TaskRefused
+from core.messages import Delivery, InboundMessage
 from core.orchestration.commands import REM_DESCRIPTION, consolidation_request
 from core.orchestration.consolidate import REM_AGENT
 from core.orchestration.modes import SessionModes
 from core.sessions import SessionStore
+from core.tasks.collector import SUBAGENT_CHANNEL
 from core.tasks.profiles import SUBAGENT_PREFIX
 from core.tasks.registry import SpawnRequest, TaskRegistry
+from core.tools.lineage import LOCAL_CLI_CHANNEL
 
 __all__ = ["IdleConsolidator"]
 
@@ -86,15 +90,24 @@ class IdleConsolidator:
                 continue  # nothing new since the last consolidation
             if not await self._modes.claim_consolidation(info.key, period=self.period):
                 continue  # done less than a period ago (maybe by another process)
+            prompt = consolidation_request(info.key)
+            parent = InboundMessage(
+                id=f"idle-consolidation:{uuid.uuid4().hex}",
+                session_key=info.key,
+                text=prompt,
+                delivery=Delivery(channel=_root_channel(info.channel)),
+                origin="system",
+            )
             try:
                 task, _ = await self._registry.spawn(
                     SpawnRequest(
                         owner_key=info.key,
                         owner_depth=0,
                         agent_type=REM_AGENT,
-                        prompt=consolidation_request(info.key),
+                        prompt=prompt,
                         description=REM_DESCRIPTION,
                         mode="background",
+                        parent=parent,
                         handoff=False,
                     )
                 )
@@ -104,3 +117,11 @@ class IdleConsolidator:
             log.info("idle consolidation started session=%s agent_id=%s", info.key, task.id)
             started.append(task.id)
         return started
+
+
+def _root_channel(channel: str) -> str:
+    """The root channel of a rem-agent nobody's message started: the session's, whose
+    ``tools.policy`` binds every agent the session starts (`Lineage`); for the local CLI
+    none (`SUBAGENT_CHANNEL`, which relaxes nothing), since no operator is at the keyboard
+    and an unattended run must not count as the operator's own."""
+    return SUBAGENT_CHANNEL if channel == LOCAL_CLI_CHANNEL else channel

@@ -10,10 +10,13 @@ from core.tasks.handoff import clip
 from core.tasks.registry import SpawnRequest, TaskRegistry
 from core.tools.base import Tool, ToolContext
 from core.tools.decorator import Dep, tool
+from core.tools.policy import ToolPolicy
 
-__all__ = ["start_todo", "todo", "todo_tools"]
+__all__ = ["SPAWN_TOOL", "start_todo", "todo", "todo_tools"]
 
 _RESULT_CHARS = 2000
+SPAWN_TOOL = "sessions_spawn"
+"""The tool whose policy starting an agent follows, however it is started."""
 
 
 def _board(todos: list[Todo]) -> dict[str, Any]:
@@ -47,10 +50,20 @@ async def start_todo(
     the same message after a restart finds the same agent (the registry's spawn key).
 
     Raises:
+        PolicyDenied: ``sessions_spawn`` is refused to this caller (channel, agent, depth).
         ToolRetry: a dependency is not done, or the concurrency cap is reached.
     """
     if item.agent_id is not None or item.status != "pending":
         return item
+    policy = ctx.deps.get(ToolPolicy)
+    if policy is not None:  # starting a todo is spawning: where sessions_spawn may not run
+        policy.check(
+            SPAWN_TOOL,
+            channel=ctx.channel,
+            agent_type=ctx.agent_type,
+            depth=ctx.depth,
+            lineage=ctx.lineage,
+        )
     status = {t.id: t.status for t in todos}
     waiting = [
         f"{d} ({status.get(d, 'missing')})" for d in item.depends_on if status.get(d) != "done"

@@ -20,6 +20,7 @@ from core.store.engine import Store
 from core.tasks.orchestration_agents import CONSOLIDATE_TOOL
 from core.tasks.registry import TaskRegistry
 from core.tools.base import Tool
+from core.tools.policy import ToolPolicy
 
 __all__ = ["Orchestration", "build_orchestration", "orchestration_tools"]
 
@@ -45,15 +46,19 @@ class Orchestration:
         """What its tools take from the tool deps."""
         return (self.todos, self.consolidator)
 
-    def register_commands(self, commands: CommandRouter, *, workspace: Path) -> None:
+    def register_commands(
+        self, commands: CommandRouter, *, workspace: Path, policy: ToolPolicy | None = None
+    ) -> None:
         """``/review``, ``/research``, ``/fleet``, ``/autopilot``, ``/subconscious`` (after
-        ``/status``, which they extend)."""
+        ``/status``, which they extend); ``policy``: the tool policy, which ``/subconscious``
+        follows as a ``sessions_spawn`` call would."""
         register_orchestration_commands(
             commands,
             workspace=workspace,
             modes=self.modes,
             registry=self.registry,
             todos=self.todos,
+            policy=policy,
         )
 
 

@@ -13,7 +13,7 @@ from core.agent.agents_section import AgentListing
 from core.providers.aliases import ModelAliases
 from core.tasks.agent_files import AgentFileProblem, AgentSource, Shadowed, load_agent_files
 from core.tasks.agent_tools import ToolVocabulary
-from core.tasks.orchestration_agents import ORCHESTRATION_AGENTS
+from core.tasks.orchestration_agents import ORCHESTRATION_AGENTS, SEALED_AGENTS
 from core.tasks.spec import AgentSpec
 
 __all__ = ["BUILTIN_AGENTS", "AgentCatalog", "AgentSpec", "home_agent_sources"]
@@ -73,9 +73,9 @@ class AgentCatalog:
     Custom files are checked at most once a second (a directory listing and one ``stat``
     per file, in a worker thread) and parsed again only when a file changed (or the
     tools and MCP servers their ``tools`` map to did). A custom agent with a built-in's
-    name replaces it. A file with bad front matter is logged (file and line) and listed
-    in :attr:`problems`; the rest still load. What an agent's file says that maps to
-    nothing (a tool, a model) is logged once.
+    name replaces it, except a sealed one (`SEALED_AGENTS`). A file with bad front
+    matter is logged (file and line) and listed in :attr:`problems`; the rest still load.
+    What an agent's file says that maps to nothing (a tool, a model) is logged once.
     """
 
     def __init__(
@@ -156,6 +156,13 @@ class AgentCatalog:
         for spec in found.agents:
             if spec.name in agents and agents[spec.name].source is not None:
                 continue  # the earlier source wins (workspace over home)
+            if spec.name in SEALED_AGENTS and spec.name in self._builtins:
+                log.warning(
+                    "agent file ignored file=%s: the built-in %s cannot be replaced",
+                    spec.source,
+                    spec.name,
+                )
+                continue
             if spec.name in self._builtins:
                 log.info("custom agent %s replaces the built-in one (%s)", spec.name, spec.source)
             agents[spec.name] = spec

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from core.tasks.spec import AgentSpec
 
-__all__ = ["CONSOLIDATE_TOOL", "ORCHESTRATION_AGENTS"]
+__all__ = ["CONSOLIDATE_TOOL", "ORCHESTRATION_AGENTS", "SEALED_AGENTS"]
 
 CONSOLIDATE_TOOL = "memory_consolidate"
 _READ_TOOLS = ("read_file", "list_dir", "resolve_path", "recall")
+SEALED_AGENTS = frozenset({"rem-agent"})
+"""Built-ins no agent file replaces: rem-agent is handed a session's whole memory and
+recent conversation (`CONSOLIDATE_TOOL`) and runs by itself for idle sessions, while the
+workspace's agent files can be written by anyone who can make the agent write a file."""
 
 ORCHESTRATION_AGENTS: tuple[AgentSpec, ...] = (
     AgentSpec(

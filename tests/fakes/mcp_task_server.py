@@ -14,8 +14,12 @@ The mcp SDK's server has no tasks, so this speaks the wire itself. Tools:
   answers ``answer: <value>`` (or ``declined`` / ``cancelled``).
 - ``login()``: a plain call that sends the client to a URL (URL-mode elicitation) and
   answers ``login: <action>``.
-- ``sample(prompt)``: a plain call that asks the client's model
-  (``sampling/createMessage``) and answers ``model said: <text>`` or ``refused: <why>``.
+- ``sample(prompt, after=None)``: a plain call that asks the client's model
+  (``sampling/createMessage``; with ``after``, once that file exists in the state folder)
+  and answers ``model said: <text>`` or ``refused: <why>``.
+- ``sample_later(prompt)``: answers at once; once the file ``sample`` exists in the state
+  folder it asks the client's model outside any call and logs ``late sampling: <what
+  came back>``.
 
 Tasks live in ``$FAKE_TASKS_DIR/<id>.json`` (so a restarted server still knows them and
 resumes them); ``$FAKE_TASKS_DIR/log`` gets one line per ``tasks/cancel`` and the
@@ -69,6 +73,14 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "sample",
         "description": "Ask the client's model.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"prompt": {"type": "string"}, "after": {"type": "string"}},
+        },
+    },
+    {
+        "name": "sample_later",
+        "description": "Ask the client's model later, outside any call.",
         "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}}},
     },
 ]
@@ -329,23 +341,35 @@ class Server:
             )
             return _text(f"login: {answer.get('action')}")
         if name == "sample":
-            try:
-                said = await self.ask_client(
-                    "sampling/createMessage",
-                    {
-                        "messages": [
-                            {
-                                "role": "user",
-                                "content": {"type": "text", "text": arguments.get("prompt", "")},
-                            }
-                        ],
-                        "maxTokens": 5000,
-                    },
-                )
-            except Failure as exc:
-                return _text(f"refused: {exc.message}")
-            return _text(f"model said: {said['content']['text']} ({said.get('model')})")
+            if after := arguments.get("after"):
+                await _exists(after)
+            return _text(await self.sample(arguments.get("prompt", "")))
+        if name == "sample_later":
+            self.start_runner_of(self.sample_later(arguments.get("prompt", "")))
+            return _text("will ask later")
         raise Failure(-32602, f"unknown tool {name}")
+
+    async def sample(self, prompt: str) -> str:
+        try:
+            said = await self.ask_client(
+                "sampling/createMessage",
+                {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                    "maxTokens": 5000,
+                },
+            )
+        except Failure as exc:
+            return f"refused: {exc.message}"
+        return f"model said: {said['content']['text']} ({said.get('model')})"
+
+    async def sample_later(self, prompt: str) -> None:
+        await _exists("sample")
+        _log(f"late sampling: {await self.sample(prompt)}")
+
+    def start_runner_of(self, work: Any) -> None:
+        runner = asyncio.create_task(work)
+        self.runners.add(runner)
+        runner.add_done_callback(self.runners.discard)
 
     async def answer(self, message: dict[str, Any]) -> None:
         try:
@@ -386,6 +410,11 @@ class Failure(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+async def _exists(name: str) -> None:
+    while not (DIR / name).exists():
+        await asyncio.sleep(POLL_MS / 1000)
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from core.providers.config import ProviderConfig
 from core.providers.openai import OpenAIProvider
+from core.tools.config import PolicyRule, ToolPolicyConfig, ToolsConfig
 from tests.fakes.fake_openai import FakeOpenAI, ScriptItem
 from tests.integration.harness import inbound, running_core
 from tests.integration.subagent_rig import last_user
@@ -184,3 +185,37 @@ async def test_fleet_survives_a_restart_without_running_a_todo_twice(
     assert after["fetch-b"].agent_id == before["fetch-b"].agent_id
     assert all(t.status == "completed" and t.turns == 1 for t in tasks)
     assert len(script.started["merge"]) == 1
+
+
+async def test_todos_start_no_agent_where_sessions_spawn_is_denied(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Starting a todo is spawning a subagent: a channel denied ``sessions_spawn`` gets
+    no agent through ``todo`` (or ``/fleet``) either."""
+    results: list[str] = []
+
+    async def script(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        last = messages[-1]
+        if last.get("role") == "tool":
+            results.append(str(last.get("content")))
+            return "could not start it"
+        add = {"action": "add", "id": "a", "title": "Do A", "prompt": "do A"}
+        return [("todo", add), ("todo", {"action": "start", "id": "a"})]
+
+    tools = ToolsConfig(
+        policy=ToolPolicyConfig(per_channel={"test": PolicyRule(deny=["sessions_spawn"])})
+    )
+    async with (
+        FakeOpenAI(responder=script) as fake,
+        running_core(
+            store_url=store_url, workspace=tmp_path / "ws", provider=_provider(fake), tools=tools
+        ) as (app, replies),
+    ):
+        message = inbound(MAIN, "/fleet do A")
+        await app.bus.publish_inbound(message)
+        await replies.wait([message.id])
+        board = await _board(app)
+        tasks = await app.tasks.repo.list(owner_key=MAIN)
+    assert tasks == []
+    assert board["a"].status == "pending" and board["a"].agent_id is None
+    assert "sessions_spawn" in results[-1] and "denied" in results[-1], results

@@ -63,6 +63,33 @@ async def test_a_question_during_a_call_is_answered_while_the_turn_waits(
 
 
 @pytest.mark.slow
+async def test_another_conversation_can_neither_answer_nor_see_the_question(
+    daemon_home: Path, tmp_path: Path
+) -> None:
+    """Whoever talks in another session (another channel's caller included) gets the
+    reply of an id that does not exist, and the question waits on for its own person."""
+    async with FakeOpenAI() as fake:
+        write_config(daemon_home, fake, servers(tmp_path))
+        fake.script(ToolCalls((("mcp__fake__ask", {"question": "Your PIN?"}),)), "Thanks.")
+        async with running(daemon_home) as gw:
+            turn = asyncio.create_task(gw.send("ask me"))
+            qid, _ = await question(gw)
+            other = "cli:intruder"
+            listed = await gw.send("/answer", session=other)
+            answer = await gw.send(f"/answer {qid} 0000", session=other)
+            decline = await gw.send(f"/decline {qid}", session=other)
+            unknown = await gw.send("/decline nosuch", session=other)
+            own = await gw.send(f"/answer {qid} 1234")
+            await turn
+    assert listed[-1]["text"] == "No MCP server is waiting for an answer in this conversation."
+    assert answer[-1]["text"] == f"no question {qid} in this conversation"
+    assert decline[-1]["text"] == f"no question {qid} in this conversation"
+    assert unknown[-1]["text"] == "no question nosuch in this conversation"  # alike
+    assert own[-1]["text"].startswith(f"Answered question {qid}")
+    assert tool_results(fake)[-1] == "answer: 1234"
+
+
+@pytest.mark.slow
 async def test_a_url_question_shows_the_url_and_can_be_declined(
     daemon_home: Path, tmp_path: Path
 ) -> None:
@@ -141,3 +168,37 @@ async def test_a_question_is_refused_when_two_conversations_call_the_server(
     assert "cannot tell whose question this is" in results[0]
     assert results[1] == "answer: Ada"
     assert second[-1]["text"] == "B done"
+
+
+@pytest.mark.slow
+async def test_sampling_is_refused_when_two_conversations_call_the_server(
+    daemon_home: Path, tmp_path: Path
+) -> None:
+    """Whose request it is is not on the wire: its cost is never put on the wrong one."""
+    async with FakeOpenAI() as fake:
+        write_config(daemon_home, fake, servers(tmp_path, sampling=True))
+        fake.script(
+            ToolCalls((("mcp__fake__sample", {"prompt": "from a", "after": "a-go"}),)),
+            ToolCalls((("mcp__fake__sample", {"prompt": "from b", "after": "b-go"}),)),
+            "A done",
+            "hi from the fake model",
+            "B done",
+        )
+        async with running(daemon_home) as gw:
+            first = asyncio.create_task(gw.send("sample", session="cli:a"))
+            await eventually(lambda: len(fake.requests) == 1, what="a's call made")
+            second = asyncio.create_task(gw.send("sample too", session="cli:b"))
+            await eventually(lambda: len(fake.requests) == 2, what="b's call made")
+            (tmp_path / "a-go").touch()  # a asks while both calls are open
+            await first
+            (tmp_path / "b-go").touch()  # b asks alone
+            await second
+            events = {
+                s: (await gw.get(f"/v1/sessions/{s}?events=1"))["events"]
+                for s in ("cli:a", "cli:b")
+            }
+    a_result, b_result = tool_results(fake)
+    assert "refused:" in a_result and "several conversations" in a_result, a_result
+    assert "model said: hi from the fake model" in b_result
+    sampled = {s: [e for e in found if e["type"] == "mcp.sampling"] for s, found in events.items()}
+    assert sampled["cli:a"] == [] and len(sampled["cli:b"]) == 1

@@ -285,6 +285,30 @@ async def test_sampling_is_refused_unless_enabled_and_answered_by_the_model_when
 
 
 @pytest.mark.slow
+async def test_sampling_outside_any_call_is_refused_even_when_enabled(
+    daemon_home: Path, tmp_path: Path
+) -> None:
+    """A request no call or task of ours owns has no session to record its cost in."""
+    async with FakeOpenAI() as fake:
+        write_config(daemon_home, fake, servers(tmp_path, sampling=True))
+        fake.script(ToolCalls((("mcp__fake__sample_later", {"prompt": "say hi"}),)), "done")
+        async with running(daemon_home) as gw:
+            await gw.send("sample later", session="cli:late")
+            asked = len(fake.requests)
+            (tmp_path / "sample").touch()
+            log = tmp_path / "log"
+            await eventually(
+                lambda: log.exists() and "late sampling" in log.read_text(),
+                what="the server asked outside any call",
+            )
+            events = (await gw.get("/v1/sessions/cli:late?events=1"))["events"]
+    (line,) = [x for x in log.read_text().splitlines() if x.startswith("late sampling")]
+    assert "refused:" in line and "outside any conversation" in line, line
+    assert len(fake.requests) == asked  # the model was not asked
+    assert [e for e in events if e["type"] == "mcp.sampling"] == []
+
+
+@pytest.mark.slow
 async def test_inside_a_subagent_the_call_waits_for_the_task(
     daemon_home: Path, tmp_path: Path
 ) -> None:

@@ -384,3 +384,22 @@ def test_a_directive_the_simulation_does_not_model_stops_it(home: Path, tmp_path
         check=False,
     )
     assert done.returncode != 0 and "Nice" in done.stderr
+
+
+_NESTED = (
+    "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{socket}'); "
+    "print('nested=connected')\" 2>/dev/null || echo nested=refused"
+)
+"""From inside the exec unit, a connection to the exec socket: each would start an
+instance with limits of its own (``MemoryMax=``, ``TasksMax=``) in a cgroup of its own,
+and enough of them fill ``MaxConnections=`` for every session."""
+
+
+@pytest.mark.parametrize("kind", ["system", "user"])
+def test_a_command_cannot_reach_the_exec_socket(
+    home: Path, tmp_path: Path, socket_path: str, kind: UnitKind
+) -> None:
+    paths = Units(home, tmp_path, socket_path, kind=kind).write()
+    with activation(paths):
+        found = _gateway_exec(paths, home, _NESTED.replace("{socket}", socket_path))
+    assert found["result"] == "exit code 0\nnested=refused\n", found["result"]

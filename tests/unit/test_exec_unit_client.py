@@ -160,6 +160,24 @@ async def test_a_cancelled_call_kills_the_command(
     assert _alive(marker) == []
 
 
+async def test_output_after_the_shell_exited_is_drained_for_a_moment_only(
+    tmp_path: Path, socket_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A background child that keeps writing once the shell exited neither holds the
+    instance until the timeout nor streams on: the exit comes after the drain."""
+    sock = socket_dir / "exec.sock"
+    runner = _runner(monkeypatch, sock)
+    marker = f"drain-{secrets.token_hex(4)}"
+    command = f"yes {marker} & echo shell-done"
+    async with Activator(sock, tmp_path).running() as act:
+        # The guard only ends a hung run: it is ten times the drain, far under the timeout.
+        async with asyncio.timeout(30):
+            result = await runner.run(command, _ctx(tmp_path), timeout=300)
+        await asyncio.wait_for(act.servers[0].wait(), 10)
+    assert result.startswith("exit code 0\n") and "shell-done" in result, result[:200]
+    assert _alive(marker) == []
+
+
 def _alive(marker: str) -> list[Path]:
     """Processes whose command line has ``marker``."""
     return [p for p in Path("/proc").iterdir() if marker.encode() in _cmdline(p)]

@@ -90,3 +90,18 @@ def test_the_core_runtime_loads_no_mcp_sdk_without_servers() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"type": "strng"},  # not a type
+        {"$ref": "http://127.0.0.1:9/field.json"},  # never fetched
+        {"type": "string", "pattern": "("},  # not a regular expression
+    ],
+)
+def test_a_form_that_cannot_be_checked_is_a_clear_refusal(field: dict[str, Any]) -> None:
+    """A server's broken schema: the person hears so (and can /decline), never a crash."""
+    schema = {"type": "object", "properties": {"name": field}}
+    with pytest.raises(ValueError, match="cannot be checked"):
+        parse_answer(schema, "Ada")

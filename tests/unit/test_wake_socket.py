@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -160,3 +162,81 @@ async def test_a_full_peer_gets_its_notes_once_it_reads_again(tmp_path: Path) ->
     finally:
         await a.stop()
         await b.stop()
+
+
+def _listed_address(name: str) -> str:
+    """A process's abstract address as anyone in the network namespace sees it."""
+    for line in Path("/proc/net/unix").read_text().splitlines():
+        path = line.split()[-1]
+        if path.startswith("@familiar-wake/") and path.endswith("/" + name):
+            return "\0" + path[1:]
+    raise AssertionError(f"{name} is not in /proc/net/unix")
+
+
+@pytest.mark.parametrize("name", ["", "..", "../wake", "1-nomarker"])
+async def test_a_stranger_on_the_socket_learns_nothing_and_injects_nothing(
+    pair: tuple[SocketWakeups, SocketWakeups], name: str
+) -> None:
+    """Abstract sockets are open to every process of the network namespace (an exec
+    command with the network on, sandbox or not): only processes with a marker in the
+    wake directory (mode 0700, under FAMILIAR_HOME) are peers."""
+    a, b = pair
+    hub = EphemeralHub()
+    hub.connect(a)
+    target = _listed_address(a.name)
+    stranger = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    stranger.setblocking(False)
+    stranger.bind(target[: target.rindex("/") + 1] + name)
+    seen: list[str] = []
+    b.on("outbound", lambda data, _peer: seen.append(data))
+    try:
+        async with hub.subscribe("m1") as sub:
+            injected = _delta("m1", "injected").model_dump_json()
+            for note in ("hello\t", "sub\tm1", f"eph\t{injected}"):
+                stranger.sendto(note.encode(), target)
+            b.send_to(a.name, ("eph", _delta("m1", "ok").model_dump_json()))
+            async with asyncio.timeout(10):
+                first = await sub.get()
+            hub.emit(_delta("m1", "secret"))
+            a.send_to(b.name, ("outbound", "sync"))  # sent after whatever went out before
+            await eventually(lambda: seen == ["sync"], timeout=10)
+        with pytest.raises(BlockingIOError):
+            stranger.recv(1 << 16)
+        assert first.text == "ok"
+    finally:
+        stranger.close()
+
+
+async def test_a_stranger_bound_as_a_dead_process_is_not_that_process(
+    pair: tuple[SocketWakeups, SocketWakeups],
+) -> None:
+    """A killed process's marker outlives it a moment: whoever binds its name then is
+    not it (the kernel names the sender's pid, and the name begins with the pid)."""
+    a, b = pair
+    hub = EphemeralHub()
+    hub.connect(a)
+    gone = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await gone.wait()
+    dead = f"{gone.pid}-deadbeef"  # a killed process's marker, not yet removed
+    (a.directory / dead).touch()
+    target = _listed_address(a.name)
+    stranger = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    stranger.setblocking(False)
+    stranger.bind(target[: target.rindex("/") + 1] + dead)
+    seen: list[str] = []
+    b.on("outbound", lambda data, _peer: seen.append(data))
+    try:
+        async with hub.subscribe("m1") as sub:
+            injected = _delta("m1", "injected").model_dump_json()
+            for note in ("hello\t", f"eph\t{injected}"):
+                stranger.sendto(note.encode(), target)
+            b.send_to(a.name, ("eph", _delta("m1", "ok").model_dump_json()))
+            async with asyncio.timeout(10):
+                first = await sub.get()
+            a.send_to(b.name, ("outbound", "sync"))
+            await eventually(lambda: seen == ["sync"], timeout=10)
+        with pytest.raises(BlockingIOError):
+            stranger.recv(1 << 16)  # not even the subscriptions a hello is answered with
+        assert first.text == "ok"
+    finally:
+        stranger.close()
