@@ -10,12 +10,12 @@ a message: nobody asked, so the channel gets nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
 from collections.abc import Callable
 
+from core.background import BackgroundTask
 from core.errors import TaskRefused
 from core.messages import Delivery, InboundMessage
 from core.orchestration.commands import REM_DESCRIPTION, consolidation_request
@@ -53,18 +53,14 @@ class IdleConsolidator:
         self._modes = modes
         self._registry = registry
         self._clock = clock
-        self._task: asyncio.Task[None] | None = None
+        self._loop_task = BackgroundTask("familiar-idle-consolidation")
 
     async def start(self) -> None:
-        if self.period > 0 and self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="familiar-idle-consolidation")
+        if self.period > 0:
+            self._loop_task.start(self._loop)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop_task.stop()
 
     async def _loop(self) -> None:
         poll = min(max(self.period / 4, 1.0), _MAX_POLL)
