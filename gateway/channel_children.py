@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gateway.channel_proxy import RemoteChannel
-from gateway.child_exits import describe_exit
+from gateway.child_exits import describe_exit, plan_restart
 from gateway.config import FamiliarConfig
 from gateway.process_table import EX_CONFIG, PARENT_FD_ENV, ProcessInfo, ProcessState, process_name
 
@@ -40,7 +40,6 @@ IN_PROCESS_CHANNELS = frozenset({"cli", "webhook"})
 """Channels of our own code on the gateway's own HTTP server and control socket: they
 run in the main process (a channel that raises is restarted there by its
 `ChannelSupervisor`); every other channel brings a platform SDK and runs in a child."""
-_FIRST_BACKOFF = 0.5
 HUNG_AFTER = 30.0
 """A child that answered once and then stays silent this long has a stuck event loop
 (its socket is asked every half second): it is killed and started again."""
@@ -214,11 +213,9 @@ class ChannelProcess:
                 return
 
     async def _back_off(self, ran: float) -> None:
-        gw = self._gateway
-        self.quick_deaths = self.quick_deaths + 1 if ran < gw.crash_loop_window else 1
-        delay = min(gw.restart_backoff_max, _FIRST_BACKOFF * 2 ** (self.quick_deaths - 1))
-        looping = self.quick_deaths >= gw.crash_loop_restarts
-        self.state = "crash-loop" if looping else "backoff"
+        plan = plan_restart(self.quick_deaths, ran, self._gateway)
+        self.quick_deaths, delay, looping = plan.quick_deaths, plan.delay, plan.looping
+        self.state = plan.state
         (log.error if looping else log.warning)(
             "%s %s after %.1fs; restart in %.1fs (quick deaths in a row: %d)%s",
             self.name,

@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from dataclasses import dataclass
 
-from gateway.process_table import EX_CONFIG, EX_STORE
+from gateway.config import GatewayConfig
+from gateway.process_table import EX_CONFIG, EX_STORE, ProcessState
 
 __all__ = ["describe_exit", "fatal_exit", "migration_exit"]
 
@@ -63,3 +65,28 @@ def describe_exit(code: int) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with status {code}"
+
+
+FIRST_BACKOFF = 0.5
+"""Seconds before the first restart of a child that died; doubled per quick death."""
+
+
+@dataclass(frozen=True, slots=True)
+class RestartPlan:
+    """When to start a dead child again, and whether it is in a crash loop."""
+
+    quick_deaths: int
+    delay: float
+    looping: bool
+
+    @property
+    def state(self) -> ProcessState:
+        return "crash-loop" if self.looping else "backoff"
+
+
+def plan_restart(quick_deaths: int, ran: float, gw: GatewayConfig) -> RestartPlan:
+    """The restart of a child that died ``ran`` seconds into its run, after
+    ``quick_deaths`` quick deaths in a row (a run longer than the window resets them)."""
+    deaths = quick_deaths + 1 if ran < gw.crash_loop_window else 1
+    delay = min(gw.restart_backoff_max, FIRST_BACKOFF * 2 ** (deaths - 1))
+    return RestartPlan(deaths, delay, deaths >= gw.crash_loop_restarts)

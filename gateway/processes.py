@@ -50,7 +50,7 @@ from pathlib import Path
 from core.errors import ConfigError
 from core.store.sqlite_file import sqlite_path
 from core.store.warm import warm_up
-from gateway.child_exits import describe_exit, fatal_exit, migration_exit
+from gateway.child_exits import describe_exit, fatal_exit, migration_exit, plan_restart
 from gateway.config import FamiliarConfig, store_url, workspace_dir
 from gateway.config_check import check_complete
 from gateway.home_files import secure_home
@@ -77,7 +77,6 @@ CHILD_WATCHDOG_SECONDS = 10.0
 """The watchdog period children are given: they ping every half of it."""
 _HUNG_AFTER = 3 * CHILD_WATCHDOG_SECONDS
 """A ready child silent this long has a stuck event loop: it is killed."""
-_FIRST_BACKOFF = 0.5
 _READY_TIMEOUT = 120.0
 """How long the supervisor waits for the channels role before starting the others."""
 _CREDS = struct.Struct("3i")
@@ -292,10 +291,9 @@ class Supervisor:
                 self._stop.set()
                 return
             child.ready = False
-            child.quick_deaths = child.quick_deaths + 1 if ran < gw.crash_loop_window else 1
-            delay = min(gw.restart_backoff_max, _FIRST_BACKOFF * 2 ** (child.quick_deaths - 1))
-            looping = child.quick_deaths >= gw.crash_loop_restarts
-            child.state = "crash-loop" if looping else "backoff"
+            plan = plan_restart(child.quick_deaths, ran, gw)
+            child.quick_deaths, delay, looping = plan.quick_deaths, plan.delay, plan.looping
+            child.state = plan.state
             (log.error if looping else log.warning)(
                 "role=%s pid=%s %s after %.1fs; restart in %.1fs (quick deaths in a row: %d)%s",
                 child.name,
