@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AsyncExitStack
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -193,20 +193,11 @@ class McpConnection:
         if owner is not None:
             self._callers.append(owner)
         try:
-            async with asyncio.timeout(timeout):
-                result = await client.session.call_tool(
-                    tool, arguments, read_timeout_seconds=timeout, progress_callback=progress
-                )
-        except TimeoutError:
-            raise self._timed_out(tool) from None
-        except MCPError as exc:
-            if exc.code == mcp_types.REQUEST_TIMEOUT:
-                raise self._timed_out(tool) from exc
-            if exc.code == mcp_types.CONNECTION_CLOSED:
-                raise self._lost(tool, exc) from exc
-            raise ToolFailed(f"MCP server {self.name!r} refused {tool}: {exc.message}") from exc
-        except _BROKEN as exc:
-            raise self._lost(tool, exc) from exc
+            with self._failures(tool):
+                async with asyncio.timeout(timeout):
+                    result = await client.session.call_tool(
+                        tool, arguments, read_timeout_seconds=timeout, progress_callback=progress
+                    )
         finally:
             if owner is not None:
                 self._callers.remove(owner)
@@ -221,9 +212,16 @@ class McpConnection:
         return its raw result; errors as for :meth:`call` (``what`` names it in them)."""
         client = await self._connected()
         limit = self.config.timeout if timeout is None else timeout
-        try:
+        with self._failures(what):
             async with asyncio.timeout(limit):
                 return await client.raw(method, params, timeout=limit)
+
+    @contextlib.contextmanager
+    def _failures(self, what: str) -> Iterator[None]:
+        """Turn a timeout or a lost connection during ``what`` into ToolFailed (the
+        server is then restarted), the server's refusal into McpRefused."""
+        try:
+            yield
         except TimeoutError:
             raise self._timed_out(what) from None
         except MCPError as exc:
