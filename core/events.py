@@ -13,11 +13,12 @@ from sqlalchemy import Connection, Row, func, insert, select
 from core.event_data import EventPayload, EventType, fields_of, payload_of, type_of
 from core.store.engine import Store
 from core.store.models import EventRow
+from core.store.prepared import Prepared
 
 __all__ = ["Event", "EventLog", "EventPayload", "EventType"]
 
 _events = EventRow.__table__  # type: ignore[attr-defined]
-_INSERT_EVENTS = insert(_events)
+_INSERT_EVENTS = Prepared(insert(_events))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,8 +57,8 @@ class EventLog:
         """Insert ``events`` inside a caller's transaction job (one statement)."""
         if not events:
             return
-        conn.execute(
-            _INSERT_EVENTS,
+        _INSERT_EVENTS.many(
+            conn,
             [
                 {
                     "session_key": e.session_key,

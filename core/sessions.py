@@ -15,6 +15,7 @@ from core.messages import OutboundMessage
 from core.providers.base import ChatMessage, ToolCall
 from core.store.engine import Store
 from core.store.models import HistoryRow, SessionRow
+from core.store.prepared import Prepared
 from core.store.sql import insert_ignore
 
 __all__ = [
@@ -29,7 +30,7 @@ __all__ = [
 
 _sessions = SessionRow.__table__  # type: ignore[attr-defined]
 _history = HistoryRow.__table__  # type: ignore[attr-defined]
-_INSERT_HISTORY = insert(_history)
+_INSERT_HISTORY = Prepared(insert(_history))
 _SESSION_COLUMNS = select(
     _sessions.c.key,
     _sessions.c.channel,
@@ -38,7 +39,8 @@ _SESSION_COLUMNS = select(
     _sessions.c.summary_upto,
     _sessions.c.message_count,
 ).where(_sessions.c.key == bindparam("key"))
-_HISTORY_WINDOW = (
+_SESSION = Prepared(_SESSION_COLUMNS)
+_HISTORY_WINDOW = Prepared(
     select(
         _history.c.id,
         _history.c.role,
@@ -62,13 +64,16 @@ _TOUCH_STATEMENT = (
         updated_at=bindparam("now"), message_count=_sessions.c.message_count + bindparam("added")
     )
 )
-_TOUCH_SUMMARY = _TOUCH_STATEMENT.values(
-    summary=bindparam("b_summary"), summary_upto=bindparam("upto")
+_TOUCH = Prepared(_TOUCH_STATEMENT)
+_TOUCH_SUMMARY = Prepared(
+    _TOUCH_STATEMENT.values(summary=bindparam("b_summary"), summary_upto=bindparam("upto"))
 )
-_DISCARD_ATTEMPT = delete(_history).where(
-    _history.c.session_key == bindparam("key"),
-    _history.c.inbound_id == bindparam("inbound_id"),
-    _history.c.role != "user",
+_DISCARD_ATTEMPT = Prepared(
+    delete(_history).where(
+        _history.c.session_key == bindparam("key"),
+        _history.c.inbound_id == bindparam("inbound_id"),
+        _history.c.role != "user",
+    )
 )
 
 
@@ -182,7 +187,7 @@ _WindowRow = tuple[Any, ...]
 def _window(conn: Connection, state: SessionState) -> list[_WindowRow]:
     """The `_HISTORY_WINDOW` rows of ``state``, oldest first."""
     params = {"key": state.key, "epoch": state.epoch, "after": state.summary_upto}
-    return list(conn.execute(_HISTORY_WINDOW, params).all())
+    return _HISTORY_WINDOW.rows(conn, params)
 
 
 def _entry(row: _WindowRow) -> HistoryEntry:
@@ -215,11 +220,11 @@ class SessionStore:
     # -- inside a transaction job ----------------------------------------------------------
 
     def ensure_in(self, conn: Connection, key: str, channel: str) -> SessionState:
-        row = conn.execute(_SESSION_COLUMNS, {"key": key}).first()
+        row = _SESSION.first(conn, {"key": key})
         if row is None:
             now = self._clock()
-            conn.execute(
-                insert_ignore(self._store.dialect, _sessions),
+            insert_ignore(self._store.dialect, _sessions).run(
+                conn,
                 {
                     "key": key,
                     "channel": channel,
@@ -230,7 +235,7 @@ class SessionStore:
                     "message_count": 0,
                 },
             )
-            row = conn.execute(_SESSION_COLUMNS, {"key": key}).first()
+            row = _SESSION.first(conn, {"key": key})
             if row is None:  # inserted just above, in this transaction
                 raise StoreError(f"session {key} vanished while it was created")
         return SessionState(*row)
@@ -253,13 +258,12 @@ class SessionStore:
         """
         rows = _window(conn, state)
         if any(r[6] == inbound_id and r[1] == "user" for r in rows):
-            conn.execute(_DISCARD_ATTEMPT, {"key": state.key, "inbound_id": inbound_id})
+            _DISCARD_ATTEMPT.run(conn, {"key": state.key, "inbound_id": inbound_id})
             return [_entry(r) for r in rows if r[6] != inbound_id or r[1] == "user"]
         user = ChatMessage(role="user", content=text)
-        inserted = conn.execute(
-            _INSERT_HISTORY, _row_values(state.key, state.epoch, inbound_id, user, self._clock())
-        ).inserted_primary_key
-        key = None if inserted is None else inserted[0]
+        key = _INSERT_HISTORY.insert(
+            conn, _row_values(state.key, state.epoch, inbound_id, user, self._clock())
+        )
         if key is None:  # a single-row INSERT of a table with an integer key always has one
             raise StoreError("the history row's id did not come back")
         history = [_entry(r) for r in rows]
@@ -278,17 +282,16 @@ class SessionStore:
         if not messages:
             return
         now = self._clock()
-        rows = [_row_values(key, epoch, inbound_id, m, now) for m in messages]
-        conn.execute(_INSERT_HISTORY, rows)
+        _INSERT_HISTORY.many(conn, [_row_values(key, epoch, inbound_id, m, now) for m in messages])
 
     def touch_in(
         self, conn: Connection, *, key: str, added: int, summary: tuple[str, int] | None = None
     ) -> None:
         params: dict[str, object] = {"b_key": key, "now": self._clock(), "added": added}
         if summary is None:
-            conn.execute(_TOUCH_STATEMENT, params)
+            _TOUCH.run(conn, params)
         else:
-            conn.execute(_TOUCH_SUMMARY, {**params, "b_summary": summary[0], "upto": summary[1]})
+            _TOUCH_SUMMARY.run(conn, {**params, "b_summary": summary[0], "upto": summary[1]})
 
     # -- standalone ----------------------------------------------------------------------
 
@@ -395,8 +398,8 @@ class SessionStore:
                 conn.execute(update(_history).where(_history.c.id == found).values(unread=True))
                 return
             state = self.ensure_in(conn, reply.session_key, reply.delivery.channel)
-            conn.execute(
-                _INSERT_HISTORY,
+            _INSERT_HISTORY.run(
+                conn,
                 {
                     **_row_values(
                         state.key,

@@ -43,7 +43,7 @@ def take_in(
     than ``window`` is taken over only if nobody else took it over meanwhile.
     """
     row = {"key": key, "message_id": message_id, "created_at": now}
-    if conn.execute(insert_ignore(dialect, _dedupe), row).rowcount == 1:
+    if insert_ignore(dialect, _dedupe).run(conn, row) == 1:
         return None
     first = conn.execute(_FIRST, {"key": key}).first()
     if first is None:  # deleted since (pruned): ours to take

@@ -14,6 +14,7 @@ from core.bus.tables import OutboundRow
 from core.bus.wakeups import Wakeups
 from core.messages import OutboundMessage
 from core.store.engine import Store
+from core.store.prepared import Prepared
 from core.store.sql import insert_ignore
 
 __all__ = ["SqlOutbox", "reply_row"]
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 
 _outbound = OutboundRow.__table__  # type: ignore[attr-defined]
 
-_DELIVERED = (
+_DELIVERED = Prepared(
     update(_outbound)
     .where(_outbound.c.id == bindparam("outbound_id"), _outbound.c.status == "pending")
     .values(
@@ -65,8 +66,8 @@ def _lease_outbound_statement(*, lock: bool) -> Update:
     )
 
 
-_LEASE_OUTBOUND = _lease_outbound_statement(lock=False)
-_LEASE_OUTBOUND_LOCKED = _lease_outbound_statement(lock=True)
+_LEASE_OUTBOUND = Prepared(_lease_outbound_statement(lock=False))
+_LEASE_OUTBOUND_LOCKED = Prepared(_lease_outbound_statement(lock=True))
 _DUE_REPLIES = _DUE_OUTBOUND.with_only_columns(_outbound.c.payload, _outbound.c.attempts)
 
 
@@ -129,7 +130,7 @@ class SqlOutbox:
             "until": now + lease_seconds,
             "b_owner": self._owner,
         }
-        taken = await self._store.write_one(lambda conn: conn.execute(statement, params).all())
+        taken = await self._store.write_one(lambda conn: statement.rows(conn, params))
         rows = sorted(taken, key=lambda r: float(r[2]))
         return [DueReply(OutboundMessage.model_validate_json(p), int(a)) for p, a, _ in rows]
 
@@ -175,7 +176,7 @@ class SqlOutbox:
         row = reply_row(message, self._clock())
         dialect = self._store.dialect
         stored = await self._store.write_one(
-            lambda conn: conn.execute(insert_ignore(dialect, _outbound), row).rowcount
+            lambda conn: insert_ignore(dialect, _outbound).run(conn, row)
         )
         self._outbound_signals.set(message.delivery.channel)
         self._announce(("outbound", message.delivery.channel))
@@ -184,7 +185,7 @@ class SqlOutbox:
     async def mark_delivered(self, outbound_id: str) -> bool:
         now = self._clock()
         res = await self._store.write_one(
-            lambda conn: conn.execute(_DELIVERED, {"outbound_id": outbound_id, "now": now}).rowcount
+            lambda conn: _DELIVERED.run(conn, {"outbound_id": outbound_id, "now": now})
         )
         return bool(res == 1)
 

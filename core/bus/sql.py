@@ -28,6 +28,7 @@ from core.bus.wakeups import Wakeups
 from core.messages import InboundMessage, OutboundMessage
 from core.store.engine import Store
 from core.store.models import SessionRow
+from core.store.prepared import Prepared
 from core.store.sql import insert_ignore
 
 __all__ = ["DEDUPE_WINDOW_SECONDS", "SqlBus", "is_control"]
@@ -57,7 +58,7 @@ _QUEUED_BESIDE = (
     .scalar_subquery()
 )
 """Another message of the settled one's session still queued (or in another claim)."""
-_SETTLE = (
+_SETTLE = Prepared(
     update(_inbound)
     .where(
         _inbound.c.id == bindparam("message_id"),
@@ -94,7 +95,7 @@ _CONTROLS = (
 # busy, and the UPDATE re-checks each head row it takes against the newest committed
 # version (a head another claimer took, or that was settled since, is skipped). A head
 # only ever leaves the eligible states, or comes back by a release of that same head.
-_CLAIM = (
+_CLAIM = Prepared(
     update(_inbound)
     .where(or_(_inbound.c.seq.in_(_HEADS), _inbound.c.seq.in_(_CONTROLS)), _ELIGIBLE)
     .values(
@@ -186,8 +187,8 @@ class SqlBus(SqlLookups, SuspectClaims, SqlOutbox):
                 first = take_in(conn, dialect, f"{channel}:{message.event_id}", message.id, now)
                 if first is not None:
                     return Published(first, duplicate=True)
-            inserted = conn.execute(
-                insert_ignore(dialect, _inbound),
+            inserted = insert_ignore(dialect, _inbound).run(
+                conn,
                 {
                     "id": message.id,
                     "session_key": message.session_key,
@@ -197,11 +198,11 @@ class SqlBus(SqlLookups, SuspectClaims, SqlOutbox):
                     "created_at": now,
                     "attempts": 0,
                 },
-            ).rowcount
+            )
             if inserted == 0:
                 return Published(message.id, duplicate=True)
-            conn.execute(
-                insert_ignore(dialect, _sessions),
+            insert_ignore(dialect, _sessions).run(
+                conn,
                 {
                     "key": message.session_key,
                     "channel": channel,
@@ -235,7 +236,7 @@ class SqlBus(SqlLookups, SuspectClaims, SqlOutbox):
         params = {"now": now, "limit": limit, "owner": owner, "until": now + lease_seconds}
 
         def job(conn: Connection) -> list[tuple[int, str, int]]:
-            return [(r[0], r[1], r[2]) for r in conn.execute(_CLAIM, params)]
+            return [(r[0], r[1], r[2]) for r in _CLAIM.rows(conn, params)]
 
         rows = sorted(await self._store.write_one(job))
         return [Claim(InboundMessage.model_validate_json(p), attempt=a) for _, p, a in rows]
@@ -255,8 +256,8 @@ class SqlBus(SqlLookups, SuspectClaims, SqlOutbox):
         message went to another attempt, which answers it.
         """
         now = self._clock()
-        settled = conn.execute(
-            _SETTLE,
+        settled = _SETTLE.first(
+            conn,
             {
                 "message_id": message_id,
                 "owner": owner,
@@ -264,11 +265,11 @@ class SqlBus(SqlLookups, SuspectClaims, SqlOutbox):
                 "now": now,
                 "b_session_key": "" if reply is None else reply.session_key,
             },
-        ).first()
+        )
         if settled is None:
             return False
         if reply is not None:
-            conn.execute(insert_ignore(self._store.dialect, _outbound), reply_row(reply, now))
+            insert_ignore(self._store.dialect, _outbound).run(conn, reply_row(reply, now))
             self._remember_idle(message_id, idle=settled[0] is None)
         return True
 

@@ -31,6 +31,7 @@ from core.bus.base import Claim
 from core.bus.tables import InboundRow
 from core.messages import InboundMessage
 from core.store.engine import Store
+from core.store.prepared import Prepared
 
 __all__ = ["BUSY", "ELIGIBLE", "SUSPECT_FREE", "SuspectClaims"]
 
@@ -64,7 +65,7 @@ _ANY_SUSPECT = (
     .where(ELIGIBLE, _inbound.c.attempts > 0, _inbound.c.session_key.not_in(BUSY))
     .limit(1)
 )
-_CLAIM_SUSPECT = (
+_CLAIM_SUSPECT = Prepared(
     update(_inbound)
     .where(_inbound.c.seq.in_(_SUSPECT_HEAD), ELIGIBLE)
     .values(
@@ -101,7 +102,7 @@ class SuspectClaims:
         params = {"now": now, "owner": owner, "until": now + lease_seconds}
 
         def job(conn: Connection) -> tuple[str, int] | None:
-            row = conn.execute(_CLAIM_SUSPECT, params).first()
+            row = _CLAIM_SUSPECT.first(conn, params)
             return None if row is None else (row[0], row[1])
 
         taken = await self._store.write_one(job)

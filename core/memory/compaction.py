@@ -112,7 +112,7 @@ class CompactionWorker:
     def request_in(self, conn: Connection, *, key: str, epoch: int, upto: int) -> None:
         row = {"session_key": key, "epoch": epoch, "upto": upto, "requested_at": self._clock()}
         row |= {"attempts": 0, "owner": None, "leased_until": 0.0}
-        if conn.execute(insert_ignore(self._store.dialect, _jobs), row).rowcount == 0:
+        if insert_ignore(self._store.dialect, _jobs).run(conn, row) == 0:
             conn.execute(_RAISE_UPTO, {"b_key": key, "b_upto": upto, "b_epoch": epoch})
 
     def wake(self) -> None:

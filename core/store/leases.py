@@ -70,7 +70,7 @@ class Leases:
                 select(_leases.c.owner, _leases.c.until).where(_leases.c.name == name)
             ).first()
             if holder is None:
-                return conn.execute(insert_ignore(dialect, _leases), row).rowcount == 1, None
+                return insert_ignore(dialect, _leases).run(conn, row) == 1, None
             if holder.until < now:
                 ok = take(conn, _leases.c.until < now)
             else:
