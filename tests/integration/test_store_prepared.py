@@ -10,17 +10,19 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, Engine, bindparam, create_engine, event, insert, select, update
-from sqlalchemy.exc import IntegrityError, StatementError
+from sqlalchemy.exc import IntegrityError, OperationalError, StatementError
 
 from core.bus.base import Claim
 from core.bus.sql import SqlBus
 from core.bus.tables import InboundRow
+from core.errors import StoreFull
 from core.event_data import UserMessage
 from core.events import Event, EventLog
 from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.providers.base import ChatMessage
 from core.sessions import SessionStore
 from core.store.engine import Store
+from core.store.faults import Fault, classify
 from core.store.migrate import upgrade_to_head
 from core.store.models import HistoryRow
 from core.store.prepared import Prepared
@@ -146,6 +148,41 @@ def test_sqlite_statements_skip_sqlalchemys_cursor(sqlite_engine: Engine) -> Non
         _HISTORY.many(conn, [_history_row("two"), _history_row("three")])
         assert _TAKE.rows(conn, {"key": "cli:a", "until": 5}) == [("m1", 5.0, False)]
     assert seen == []
+
+
+def test_a_driver_fault_on_the_fast_path_keeps_its_class_and_sqlite_code(
+    sqlite_engine: Engine,
+) -> None:
+    """A full database met by the sqlite3 driver: wrapped as SQLAlchemy wraps it (the
+    driver's error as ``orig``), so the store's fault detection reads SQLite's code."""
+    with sqlite_engine.begin() as conn, _cursor_statements() as seen:
+        pages = conn.exec_driver_sql("PRAGMA page_count").scalar_one()
+        conn.exec_driver_sql(f"PRAGMA max_page_count = {pages}")
+        with pytest.raises(OperationalError) as full:
+            _HISTORY.many(conn, [_history_row("x" * 4000) for _ in range(20)])
+        assert full.value.orig.sqlite_errorcode == 13  # type: ignore[union-attr]
+        assert [s for s in seen if not s.startswith("PRAGMA")] == []  # it was the fast path
+        fault = classify(full.value)
+        assert fault is not None and fault.kind == "full", fault
+        with pytest.raises(OperationalError) as single:
+            _HISTORY.insert(conn, _history_row("x" * 40_000))
+        assert classify(single.value) == Fault("full", fault.cause)
+
+
+async def test_a_full_database_on_the_fast_path_is_store_full(tmp_path: Path) -> None:
+    store = Store(url=f"sqlite+aiosqlite:///{tmp_path / 'familiar.db'}")
+    await store.open()
+
+    def fill(conn: Connection) -> None:
+        pages = conn.exec_driver_sql("PRAGMA page_count").scalar_one()
+        conn.exec_driver_sql(f"PRAGMA max_page_count = {pages}")
+        _HISTORY.insert(conn, _history_row("x" * 40_000))
+
+    try:
+        with pytest.raises(StoreFull, match="the disk is full"):
+            await store.transact(fill)
+    finally:
+        await store.close()
 
 
 def test_outside_a_transaction_sqlalchemy_begins_one(sqlite_engine: Engine) -> None:
