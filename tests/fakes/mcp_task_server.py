@@ -116,7 +116,11 @@ class Server:
     # -- tasks --------------------------------------------------------------------------
 
     def save(self, task: dict[str, Any]) -> None:
-        (DIR / f"{task['taskId']}.json").write_text(json.dumps(task))
+        # Replaced whole: a test reading the file never sees it half written.
+        path = DIR / f"{task['taskId']}.json"
+        partial = DIR / f".{task['taskId']}.json.partial"
+        partial.write_text(json.dumps(task))
+        os.replace(partial, path)
 
     def load(self) -> None:
         for path in DIR.glob("*.json"):
