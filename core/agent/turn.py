@@ -144,8 +144,8 @@ class TurnHandler:
         on the prompt the command writes."""
         try:
             macro = await self._s.commands.expand(claim.message)
-        except CommandError:
-            macro = None  # the command answers with the same refusal
+        except CommandError as exc:  # its arguments are refused: so is the command
+            return await self._command(claim.message, refused=exc)
         if macro is None:
             return await self._command(claim.message)
         return await self._model(claim, control, macro)
@@ -225,13 +225,17 @@ class TurnHandler:
         )
         return Event(session_key=m.session_key, message_id=m.id, data=data)
 
-    async def _command(self, message: InboundMessage) -> _Outcome:
+    async def _command(
+        self, message: InboundMessage, refused: CommandError | None = None
+    ) -> _Outcome:
         user = Event(
             session_key=message.session_key,
             message_id=message.id,
             data=UserMessage(text=message.text, origin=message.origin),
         )
         await self._s.events.append(user)  # before the command's own events (schedule_created)
+        if refused is not None:
+            return _Outcome(str(refused), "error", format="text")
         try:
             return _Outcome(await self._s.commands.dispatch(message), format="text")
         except CommandError as exc:
