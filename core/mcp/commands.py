@@ -23,9 +23,6 @@ def register_mcp_commands(router: CommandRouter, questions: ElicitationService) 
             )
         return await questions.answer(message, args)
 
-    async def decline(message: InboundMessage, args: str) -> str:
-        return await questions.decline(message, args)
-
     router.register(
         "answer",
         answer,
@@ -33,5 +30,8 @@ def register_mcp_commands(router: CommandRouter, questions: ElicitationService) 
         summary="answer an MCP server's question (no id: list the open ones)",
     )
     router.register(
-        "decline", decline, usage="/decline <id>", summary="decline an MCP server's question"
+        "decline",
+        questions.decline,
+        usage="/decline <id>",
+        summary="decline an MCP server's question",
     )
