@@ -31,9 +31,8 @@ class SessionModes:
 
     async def autopilot(self, session_key: str) -> bool:
         """Whether every message of the session runs in autopilot."""
-        query = select(_table.c.autopilot).where(_table.c.session_key == session_key)
         async with self._store.read() as conn:
-            return bool((await conn.execute(query)).scalar())
+            return bool((await conn.execute(_AUTOPILOT, {"key": session_key})).scalar())
 
     @staticmethod
     def autopilot_in(conn: Connection, session_key: str) -> bool:
