@@ -3,7 +3,8 @@
 A session key is ``<channel>:<rest>`` (``cli:work``, ``slack:T1:C2:171.5``): at most
 512 printable characters without whitespace. A CLI session NAME (what ``--session``
 takes, the part after ``cli:``) is 1-128 letters, digits or ``._@+=-`` starting with a
-letter or digit. Every check raises ValueError with a message meant for the user.
+letter or digit, and so is a web panel session NAME (the part after ``ui:``). Every
+check raises ValueError with a message meant for the user.
 """
 
 from __future__ import annotations
@@ -16,17 +17,21 @@ __all__ = [
     "MAX_KEY_LENGTH",
     "MAX_NAME_LENGTH",
     "NAME_PATTERN",
+    "UI_PREFIX",
     "check_cli_key",
     "check_cli_name",
     "check_session_key",
+    "check_ui_key",
     "cli_key",
     "session_key_for",
+    "ui_key",
 ]
 
 CLI_PREFIX = "cli:"
 MAX_NAME_LENGTH = 128
 MAX_KEY_LENGTH = 512
 DEFAULT_CLI_KEY = "cli:default"
+UI_PREFIX = "ui:"
 
 NAME_PATTERN = rf"[A-Za-z0-9][A-Za-z0-9._@+=-]{{0,{MAX_NAME_LENGTH - 1}}}"
 """A session NAME as a regular expression (unanchored), for schemas that need the pattern."""
@@ -58,10 +63,15 @@ def cli_key(name: str) -> str:
     return CLI_PREFIX + check_cli_name(name)
 
 
+def ui_key(name: str) -> str:
+    """The session key ``ui:NAME`` of a web panel session NAME (checked)."""
+    return UI_PREFIX + check_cli_name(name)
+
+
 def check_session_key(key: str) -> str:
     """Return ``key`` if it is a valid session key ``<channel>:<rest>``.
 
-    ``cli:`` keys must also carry a valid CLI session NAME.
+    ``cli:`` and ``ui:`` keys must also carry a valid session NAME.
 
     Raises:
         ValueError: longer than 512 characters, not ``<channel>:<rest>``, or containing
@@ -78,7 +88,7 @@ def check_session_key(key: str) -> str:
         raise ValueError(
             f"{_shown(key)} is not a session key: no spaces or control characters allowed"
         )
-    if key.startswith(CLI_PREFIX):
+    if key.startswith((CLI_PREFIX, UI_PREFIX)):
         check_cli_name(rest)
     return key
 
@@ -92,6 +102,17 @@ def check_cli_key(key: str) -> str:
     if not key.startswith(CLI_PREFIX):
         raise ValueError(f"the session must look like cli:NAME, not {_shown(key)}")
     return check_cli_name(key.removeprefix(CLI_PREFIX))
+
+
+def check_ui_key(key: str) -> str:
+    """Return the NAME of a ``ui:NAME`` session key (the web panel's sessions).
+
+    Raises:
+        ValueError: not ``ui:`` followed by a valid session NAME.
+    """
+    if not key.startswith(UI_PREFIX):
+        raise ValueError(f"the session must look like ui:NAME, not {_shown(key)}")
+    return check_cli_name(key.removeprefix(UI_PREFIX))
 
 
 def session_key_for(value: str) -> str:

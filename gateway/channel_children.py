@@ -30,13 +30,14 @@ from pathlib import Path
 from gateway.channel_proxy import RemoteChannel
 from gateway.child_exits import describe_exit, plan_restart
 from gateway.config import FamiliarConfig
+from gateway.plugins import BUILT_IN_CHANNELS
 from gateway.process_table import EX_CONFIG, PARENT_FD_ENV, ProcessInfo, ProcessState, process_name
 
 __all__ = ["IN_PROCESS_CHANNELS", "ChannelProcess", "isolated_channels"]
 
 log = logging.getLogger(__name__)
 
-IN_PROCESS_CHANNELS = frozenset({"cli", "webhook"})
+IN_PROCESS_CHANNELS = frozenset({"cli", "ui", "webhook"})
 """Channels of our own code on the gateway's own HTTP server and control socket: they
 run in the main process (a channel that raises is restarted there by its
 `ChannelSupervisor`); every other channel brings a platform SDK and runs in a child."""
@@ -51,9 +52,9 @@ def isolated_channels(config: FamiliarConfig, *, main: bool) -> tuple[str, ...]:
 
     ``main``: the front is the main process of ``processes = "main"`` (else the
     ``channels`` role of ``multi``). ``channel_processes = "per-channel"`` isolates
-    every channel but ``cli``; ``main`` alone, every channel with an SDK of its own.
+    every channel but ``cli`` and ``ui``; ``main`` alone, every channel with an SDK of its own.
     """
-    enabled = [name for name in config.channels.enabled() if name != "cli"]
+    enabled = [name for name in config.channels.enabled() if name not in BUILT_IN_CHANNELS]
     if config.gateway.per_channel:
         return tuple(enabled)
     return tuple(n for n in enabled if n not in IN_PROCESS_CHANNELS) if main else ()

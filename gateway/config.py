@@ -24,6 +24,7 @@ from pydantic_settings import (
 
 from channels.base import ChannelConfig
 from channels.cli import CliConfig
+from channels.ui import UiChannelConfig
 from core.agent.config import AgentConfig
 from core.errors import ConfigError
 from core.hooks import HooksConfig
@@ -212,6 +213,7 @@ class ChannelsConfig(BaseModel):
     __pydantic_extra__: dict[str, UninstalledChannel] = Field(init=False)
 
     cli: CliConfig = Field(default_factory=CliConfig)
+    ui: UiChannelConfig = Field(default_factory=UiChannelConfig)
 
     def installed(self) -> dict[str, ChannelConfig]:
         """Name -> config of every installed channel."""
@@ -219,7 +221,7 @@ class ChannelsConfig(BaseModel):
         return {name: value for name, value in found.items() if isinstance(value, ChannelConfig)}
 
     def enabled(self) -> dict[str, ChannelConfig]:
-        """Name -> config of every installed channel with ``enabled = true`` (cli too)."""
+        """Name -> config of every installed channel with ``enabled = true`` (cli and ui too)."""
         return {name: value for name, value in self.installed().items() if value.enabled}
 
 

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from channels.base import Channel, ChannelContext, MeteredChannel
 from channels.cli import CliChannel
+from channels.ui import UiChannel
 from core.app import CoreApp
 from core.bus.delivery import DeliveryWorker
 from core.bus.wake_socket import SocketWakeups
@@ -42,7 +43,7 @@ from gateway.intake import Intake
 from gateway.masking import mask_url
 from gateway.mcp.reload import McpFiles
 from gateway.metrics import GatewayMetrics, MeteredProvider
-from gateway.plugins import ChannelPlugins, build_channels
+from gateway.plugins import BUILT_IN_CHANNELS, ChannelPlugins, build_channels
 from gateway.process_table import (
     PARENT_FD_ENV,
     SUPERVISED_ENV,
@@ -123,6 +124,7 @@ class GatewayParts:
         self.store_url = store_url(home, config)
         self.metrics = GatewayMetrics()
         self.cli = CliChannel(config=config.channels.cli)
+        self.ui = UiChannel(config=config.channels.ui)
         self.supervisors: list[ChannelSupervisor] = []
         self.remote: list[RemoteChannel] = []
         """Channels in processes of their own (the front of ``per-channel``)."""
@@ -159,12 +161,14 @@ class GatewayParts:
             for name in self.isolated:
                 self._remote_channel(name, enabled[name].http_routes)
             here = {n: c for n, c in enabled.items() if n not in self.isolated}
-            return [self.cli, *build_channels(here, self.plugins)]
-        mine = {n: c for n, c in enabled.items() if n == self.channel and n != "cli"}
+            return [self.cli, self.ui, *build_channels(here, self.plugins)]
+        mine = {
+            n: c for n, c in enabled.items() if n == self.channel and n not in BUILT_IN_CHANNELS
+        }
         if not mine:
             raise ConfigError(
                 f"channel {self.channel!r} is not an enabled channel that runs in a "
-                "process of its own (cli runs in the channels process)",
+                "process of its own (cli and ui run in the channels process)",
                 key=f"channels.{self.channel}",
             )
         return build_channels(mine, self.plugins)

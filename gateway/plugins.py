@@ -8,14 +8,24 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from channels import cli
+from channels import cli, ui
 from channels.base import Channel, ChannelConfig, ChannelPlugin
 from core.errors import ConfigError
 from core.logctx import redact
 
-__all__ = ["CHANNELS_GROUP", "ChannelPlugins", "build_channels", "discover_channels"]
+__all__ = [
+    "BUILT_IN_CHANNELS",
+    "CHANNELS_GROUP",
+    "ChannelPlugins",
+    "build_channels",
+    "discover_channels",
+]
 
 CHANNELS_GROUP = "familiar.channels"
+_BUILT_IN: dict[str, ChannelPlugin[Any]] = {"cli": cli.plugin, "ui": ui.plugin}
+BUILT_IN_CHANNELS = frozenset(_BUILT_IN)
+"""The channels of the control socket (``familiar send``/``chat``, the web panel): always
+on, run by the gateway itself in the process that serves the control API."""
 
 
 @dataclass(frozen=True)
@@ -23,7 +33,7 @@ class ChannelPlugins:
     """The installed channel plugins: those that load, and why the others do not.
 
     Attributes:
-        loaded: name -> plugin; always holds the built-in ``cli``.
+        loaded: name -> plugin; always holds the built-in ``cli`` and ``ui``.
         broken: name -> why that entry point cannot be used (enabling it is a
             config error; otherwise it is only logged).
     """
@@ -37,12 +47,12 @@ def discover_channels(
 ) -> ChannelPlugins:
     """Load the ``familiar.channels`` entry points (default: the installed ones).
 
-    The built-in ``cli`` is always included, also when the installed metadata
-    predates its entry point; the name ``cli`` is reserved for it.
+    The built-in ``cli`` and ``ui`` are always included, also when the installed
+    metadata predates their entry points; their names are reserved for them.
     """
     if entry_points is None:
         entry_points = installed_entry_points()
-    plugins = ChannelPlugins(loaded={"cli": cli.plugin})
+    plugins = ChannelPlugins(loaded=dict(_BUILT_IN))
     for ep in entry_points:
         where = f"channel plugin {ep.name!r} ({ep.value})"
         try:
@@ -50,8 +60,8 @@ def discover_channels(
         except Exception as exc:
             plugins.broken[ep.name] = f"{where} cannot be imported: {redact(repr(exc))}"
             continue
-        if ep.name == "cli" and found is not cli.plugin:
-            plugins.broken["cli"] = f"{where}: the name 'cli' is the built-in channel's"
+        if ep.name in _BUILT_IN and found is not _BUILT_IN[ep.name]:
+            plugins.broken[ep.name] = f"{where}: the name {ep.name!r} is a built-in channel's"
         elif not isinstance(found, ChannelPlugin):
             plugins.broken[ep.name] = f"{where} is a {type(found).__name__}, not a ChannelPlugin"
         elif found.name != ep.name:
@@ -74,7 +84,7 @@ def installed_entry_points() -> tuple[importlib.metadata.EntryPoint, ...]:
 
 
 def build_channels(enabled: Mapping[str, ChannelConfig], plugins: ChannelPlugins) -> list[Channel]:
-    """Create the enabled channels other than ``cli`` from their validated configs.
+    """Create the enabled channels other than the built-in ones from their validated configs.
 
     Raises:
         ConfigError: a plugin's ``create`` refused its config or did not return a
@@ -82,7 +92,7 @@ def build_channels(enabled: Mapping[str, ChannelConfig], plugins: ChannelPlugins
     """
     channels: list[Channel] = []
     for name, config in enabled.items():
-        if name == "cli":
+        if name in BUILT_IN_CHANNELS:
             continue
         key = f"channels.{name}"
         plugin = plugins.loaded.get(name)

@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from gateway.config import FamiliarConfig
+from gateway.plugins import BUILT_IN_CHANNELS
 from gateway.process_table import ProcessInfo, ProcessState, process_name
 from gateway.reaper import ChildProcess
 
@@ -58,9 +59,10 @@ class RoleChild:
 
 def role_children(config: FamiliarConfig) -> list[RoleChild]:
     """The processes to run: ``channels`` first (it opens the store), ``channel:<name>``
-    per enabled channel but cli with ``per-channel``, ``scheduler``, ``agent-N``."""
+    per enabled channel but cli and ui with ``per-channel``, ``scheduler``, ``agent-N``."""
     gw = config.gateway
-    own = [name for name in config.channels.enabled() if name != "cli"] if gw.per_channel else []
+    enabled = config.channels.enabled()
+    own = [name for name in enabled if name not in BUILT_IN_CHANNELS] if gw.per_channel else []
     return [
         RoleChild("channels", "channels"),
         *(RoleChild("channels", process_name(name), channel=name) for name in own),

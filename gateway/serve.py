@@ -359,6 +359,7 @@ class Gateway(GatewayParts):
             config=self.config,
             core=self.core,
             cli=self.cli,
+            ui=self.ui,
             provider=choice,
             version=VERSION,
             store_url=self.store_url,
@@ -434,7 +435,9 @@ class Gateway(GatewayParts):
 
     async def _close_channels(self) -> None:
         """Close the control socket, the HTTP port, MCP and every channel (last)."""
-        await self.cli.stop()  # waiting control clients get "timeout": the reply is kept
+        # Waiting control clients get "timeout": the reply is kept.
+        await self.cli.stop()
+        await self.ui.stop()
         if self.control is not None:
             await self.control.close()
         if self.http_runner is not None:

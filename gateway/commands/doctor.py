@@ -37,7 +37,7 @@ from gateway.commands.undelivered_view import undelivered_checks
 from gateway.config import CONFIG_FILE, FamiliarConfig, hooks_dir, load_config, workspace_dir
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.mcp import resolve_mcp
-from gateway.plugins import ChannelPlugins, build_channels, discover_channels
+from gateway.plugins import BUILT_IN_CHANNELS, ChannelPlugins, build_channels, discover_channels
 from gateway.provider_detect import detect_provider
 
 __all__ = ["doctor"]
@@ -322,7 +322,7 @@ async def _check_channels(config: FamiliarConfig | None, plugins: ChannelPlugins
     if config is None:
         return checks
     for name, table in config.channels.enabled().items():
-        if name == "cli":
+        if name in BUILT_IN_CHANNELS:
             continue
         label = f"channel {name} credentials"
         try:

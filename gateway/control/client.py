@@ -323,6 +323,7 @@ class ControlClient:
         timeout: float | None = None,
         autopilot: bool = False,
         client_id: str | None = None,
+        operator: str | None = None,
     ) -> AsyncGenerator[StreamLine, None]:
         """``POST /v1/messages``: publish a message and yield the NDJSON lines of its answer.
 
@@ -346,6 +347,9 @@ class ControlClient:
             autopilot: run the message in autopilot mode.
             client_id: the message's idempotency id (1-128 of ``[A-Za-z0-9._:-]``);
                 default a fresh one.
+            operator: the web panel's logged-in operator: sends to a ``ui:NAME`` session
+                through ``POST /v1/ui/messages`` (which only the gateway's own process,
+                where the panel runs, may call).
 
         Raises:
             ValueError: ``text`` is not valid text (a lone surrogate); nothing was sent.
@@ -360,12 +364,14 @@ class ControlClient:
             timeout=timeout,
             autopilot=autopilot,
             client_id=client_id or uuid.uuid4().hex,
+            operator=operator,
         )
         _check_size(body)
+        path = "/v1/messages" if operator is None else "/v1/ui/messages"
         for attempt in (1, 2):
             accepted = False
             try:
-                async for line in self._send_once(body, timeout):
+                async for line in self._send_once(path, body, timeout):
                     accepted = True
                     yield line
                 return
@@ -376,13 +382,13 @@ class ControlClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _send_once(
-        self, body: bytes, timeout: float | None
+        self, path: str, body: bytes, timeout: float | None
     ) -> AsyncGenerator[StreamLine, None]:
         # The daemon answers "timeout" itself; ours only guards against a hung daemon.
         guard = None if timeout is None else timeout + 30.0
         final = False
         try:
-            async with self._exchange("POST", "/v1/messages", body=body, total=guard) as resp:
+            async with self._exchange("POST", path, body=body, total=guard) as resp:
                 await _raise_for_status(resp)
                 async for raw in _lines(resp):
                     line = parse_line(raw)

@@ -194,8 +194,10 @@ def send_body(
     timeout: float | None,
     autopilot: bool,
     client_id: str,
+    operator: str | None = None,
 ) -> bytes:
-    """The body of ``POST /v1/messages`` (`gateway.control.requests.SendRequest` on the server).
+    """The body of ``POST /v1/messages`` (`gateway.control.requests.SendRequest` on the
+    server); with ``operator``, of ``POST /v1/ui/messages`` (``UiSendRequest``).
 
     Raises:
         ValueError: ``text`` is not valid text (see `text_problem`).
@@ -208,6 +210,8 @@ def send_body(
         "autopilot": autopilot,
         "client_id": client_id,
     }
+    if operator is not None:
+        body["operator"] = operator
     try:
         return _dumps(body)
     except UnicodeEncodeError:

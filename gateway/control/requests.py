@@ -11,27 +11,40 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
-from core.session_keys import DEFAULT_CLI_KEY, check_cli_key
+from channels.ui import ui_actor
+from core.session_keys import DEFAULT_CLI_KEY, check_cli_key, check_ui_key
 from gateway.control.protocol import CLIENT_ID_PATTERN
 
-__all__ = ["ErrorBody", "ReadRequest", "SendRequest", "validation_message"]
+__all__ = ["ErrorBody", "ReadRequest", "SendRequest", "UiSendRequest", "validation_message"]
 
 
-class SendRequest(BaseModel):
-    """The body of ``POST /v1/messages``."""
+class _Send(BaseModel):
+    """What every send carries: the text and how to wait for the reply."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    session: str = DEFAULT_CLI_KEY
-    """A ``cli:NAME`` session key."""
     text: str
     stream: StrictBool = True
     """Send ``delta`` and ``progress`` lines while the reply is made."""
     timeout: Annotated[float, Field(gt=0, strict=True)] | None = None
     """Seconds to wait for the reply before answering ``timeout``; null: no limit."""
-    autopilot: StrictBool = False
     client_id: Annotated[str, Field(pattern=CLIENT_ID_PATTERN)] | None = None
     """The caller's idempotency id: a second send with it within 24 h attaches to the first."""
+
+    @field_validator("text", mode="after")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+
+class SendRequest(_Send):
+    """The body of ``POST /v1/messages``."""
+
+    session: str = DEFAULT_CLI_KEY
+    """A ``cli:NAME`` session key."""
+    autopilot: StrictBool = False
 
     @field_validator("session", mode="after")
     @classmethod
@@ -39,11 +52,25 @@ class SendRequest(BaseModel):
         check_cli_key(value)
         return value
 
-    @field_validator("text", mode="after")
+
+class UiSendRequest(_Send):
+    """The body of ``POST /v1/ui/messages`` (the web panel's Chat page)."""
+
+    session: str
+    """A ``ui:NAME`` session key."""
+    operator: str
+    """The logged-in operator (checked by `channels.ui.ui_actor`)."""
+
+    @field_validator("session", mode="after")
     @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
+    def _ui_session(cls, value: str) -> str:
+        check_ui_key(value)
+        return value
+
+    @field_validator("operator", mode="after")
+    @classmethod
+    def _operator(cls, value: str) -> str:
+        ui_actor(value)
         return value
 
 

@@ -1,7 +1,8 @@
 """The control API: JSON over HTTP/1.1 on the Unix socket ``<home>/run/gateway.sock``.
 
 Routes (the contract with the CLI): ``GET /v1/status``, ``POST /v1/messages`` (NDJSON
-stream: accepted, deltas/progress, then reply or timeout; see `gateway.control.protocol`),
+stream: accepted, deltas/progress, then reply or timeout; see `gateway.control.protocol`;
+``POST /v1/ui/messages`` the same for the web panel's ``ui:NAME`` sessions),
 ``GET /v1/messages/{id}``, ``GET /v1/watch/{session}``, ``GET /v1/sessions``,
 ``GET /v1/sessions/{key}``, ``GET /v1/config``, memory (`gateway.control.memory`).
 """
@@ -22,6 +23,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from channels.cli import CliChannel
+from channels.ui import UiChannel
 from core.app import CoreApp
 from core.errors import FamiliarError, StoreError
 from core.session_keys import check_session_key
@@ -64,6 +66,8 @@ class ControlState:
     config: FamiliarConfig
     core: CoreApp
     cli: CliChannel
+    ui: UiChannel = field(default_factory=UiChannel)
+    """The web panel's channel (``ui:NAME`` sessions)."""
     provider: ProviderChoice | None
     version: str
     store_url: str
@@ -110,7 +114,7 @@ def build_control_app(
     app.router.add_get("/v1/status", api.status)
     app.router.add_get("/v1/messages/{id}", api.message)
     app.router.add_get("/v1/sessions", api.sessions)
-    MessageRoutes(cli=state.cli, bus=state.core.bus, hub=state.core.hub).add_to(app)
+    MessageRoutes(cli=state.cli, ui=state.ui, bus=state.core.bus, hub=state.core.hub).add_to(app)
     app.router.add_post("/v1/sessions/{key:.+}/read", api.read)
     app.router.add_get("/v1/sessions/{key:.+}", api.session)
     app.router.add_get("/v1/config", api.config)

@@ -1,4 +1,5 @@
-"""The real control server in-process: core, CLI channel, its delivery worker, the socket.
+"""The real control server in-process: core, CLI and ui channels, their delivery workers, the
+socket.
 
 What the daemon wires for the CLI, without the rest of the daemon, so tests can drive
 the real ``familiar`` commands and ``ControlClient`` against the real server.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from channels.base import ChannelContext
 from channels.cli import CliChannel
+from channels.ui import UiChannel
 from core.agent.config import AgentConfig
 from core.app import CoreApp, build_core
 from core.bus.delivery import DeliveryWorker
@@ -65,6 +67,7 @@ class ControlStack:
     home: Path
     core: CoreApp
     cli: CliChannel
+    ui: UiChannel
     script: Script
     server: ControlServer
 
@@ -83,8 +86,14 @@ async def control_stack(home: Path) -> AsyncIterator[ControlStack]:
     )
     cli = CliChannel()
     await cli.start(ChannelContext(bus=core.bus, hub=core.hub, unread=core.sessions))
-    worker = DeliveryWorker(bus=core.bus, channel="cli", send=cli.send)
-    worker.start()
+    ui = UiChannel()
+    await ui.start(ChannelContext(bus=core.bus, hub=core.hub, unread=core.sessions))
+    workers = [
+        DeliveryWorker(bus=core.bus, channel="cli", send=cli.send),
+        DeliveryWorker(bus=core.bus, channel="ui", send=ui.send),
+    ]
+    for worker in workers:
+        worker.start()
     await core.start()
     state = ControlState(
         home=home,
@@ -92,6 +101,7 @@ async def control_stack(home: Path) -> AsyncIterator[ControlStack]:
         config=FamiliarConfig(),
         core=core,
         cli=cli,
+        ui=ui,
         provider=ProviderChoice(config=ProviderConfig(kind="scripted"), source="config"),
         version="0.0.test",
         store_url=store_url,
@@ -106,12 +116,14 @@ async def control_stack(home: Path) -> AsyncIterator[ControlStack]:
     server = ControlServer(app, path, shutdown_timeout=1.0)
     await server.start()
     try:
-        yield ControlStack(home=home, core=core, cli=cli, script=script, server=server)
+        yield ControlStack(home=home, core=core, cli=cli, ui=ui, script=script, server=server)
     finally:
         script.gate.set()
         await cli.stop()
+        await ui.stop()
         await server.close()
-        await worker.stop()
+        for worker in workers:
+            await worker.stop()
         await core.stop(grace=1)
 
 

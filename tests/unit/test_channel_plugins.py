@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from channels import cli
+from channels import cli, ui
 from core.errors import ConfigError
 from core.providers.config import ProviderConfig
 from gateway.config import FamiliarConfig, config_model, load_config
@@ -45,15 +45,19 @@ def test_discovery_loads_plugins_and_explains_broken_ones() -> None:
         _ep("odd", "tests.fakes.fake_platform:LoopConfig"),
         _ep("alias", "tests.fakes.fake_platform:plugin"),
         _ep("cli", "tests.fakes.fake_platform:plugin"),
+        _ep("ui", "tests.fakes.fake_platform:plugin"),
     )
-    assert set(found.loaded) == {"cli", "loop"}
+    assert set(found.loaded) == {"cli", "ui", "loop"}
     assert found.loaded["cli"] is cli.plugin
     assert "cannot be imported" in found.broken["gone"]
     assert "not a ChannelPlugin" in found.broken["odd"]
     assert "names must match" in found.broken["alias"]
     assert "built-in" in found.broken["cli"]
-    # The built-in cli is there even when the installed metadata predates its entry point.
-    assert set(discover_channels([]).loaded) == {"cli"}
+    assert found.loaded["ui"] is ui.plugin
+    assert "built-in" in found.broken["ui"]
+    # The built-in channels are there even when the installed metadata predates their
+    # entry points.
+    assert set(discover_channels([]).loaded) == {"cli", "ui"}
 
 
 def test_channel_tables_are_typed_by_their_plugin(
@@ -70,7 +74,7 @@ def test_channel_tables_are_typed_by_their_plugin(
     assert isinstance(loop, LoopConfig)
     assert loop.token.get_secret_value() == TOKEN
     assert loop.url == "http://127.0.0.1:1234"  # env beats the file
-    assert set(config.channels.enabled()) == {"cli", "loop"}
+    assert set(config.channels.enabled()) == {"cli", "ui", "loop"}
     assert config.channels.model_extra is not None and "someday" in config.channels.model_extra
     assert TOKEN not in repr(config)
     [channel] = build_channels(config.channels.enabled(), plugins())
@@ -150,8 +154,11 @@ def _uncomment(text: str) -> str:
     return "\n".join(lines)
 
 
-def test_default_config_has_the_cli_table() -> None:
-    assert FamiliarConfig().model_dump()["channels"] == {"cli": {"enabled": True}}
+def test_default_config_has_the_built_in_tables() -> None:
+    assert FamiliarConfig().model_dump()["channels"] == {
+        "cli": {"enabled": True},
+        "ui": {"enabled": True},
+    }
 
 
 def test_masked_config_masks_plugin_secrets_and_url_credentials(tmp_path: Path) -> None:
