@@ -109,13 +109,21 @@ class StoredMessage:
     role: str
     content: str
     unread: bool = False
+    message_id: str | None = None
+    """The inbound message whose turn wrote it (None for one that came from elsewhere)."""
+    created_at: float = 0.0
+    id: int = 0
+    """The history row's id (what ``mark_read``'s ``upto`` counts in)."""
 
     def as_json(self) -> dict[str, object]:
         return {
+            "id": self.id,
             "epoch": self.epoch,
             "role": self.role,
             "content": self.content,
             "unread": self.unread,
+            "message_id": self.message_id,
+            "at": self.created_at,
         }
 
 
@@ -141,7 +149,8 @@ class SessionState:
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
-    """A session as listed; ``pending`` (queued messages) is filled in from the bus."""
+    """A session as listed; ``pending`` (queued messages) is filled in from the bus,
+    ``unread`` (replies nobody saw yet) by `core.session_search`."""
 
     key: str
     channel: str
@@ -150,6 +159,7 @@ class SessionInfo:
     epoch: int
     message_count: int
     pending: int = 0
+    unread: int = 0
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -160,6 +170,7 @@ class SessionInfo:
             "epoch": self.epoch,
             "messages": self.message_count,
             "pending": self.pending,
+            "unread": self.unread,
         }
 
 
@@ -364,14 +375,25 @@ class SessionStore:
     async def all_history(self, key: str, *, limit: int = 1000) -> list[StoredMessage]:
         """The newest stored messages, oldest first (for display)."""
         query = (
-            select(_history.c.epoch, _history.c.role, _history.c.content, _history.c.unread)
+            select(
+                _history.c.epoch,
+                _history.c.role,
+                _history.c.content,
+                _history.c.unread,
+                _history.c.inbound_id,
+                _history.c.created_at,
+                _history.c.id,
+            )
             .where(_history.c.session_key == key)
             .order_by(_history.c.id.desc())
             .limit(limit)
         )
         async with self._store.read() as conn:
             rows = (await conn.execute(query)).all()
-        return [StoredMessage(int(e), str(r), str(c), bool(u)) for e, r, c, u in reversed(rows)]
+        return [
+            StoredMessage(int(e), str(r), str(c), bool(u), m, float(t), int(i))
+            for e, r, c, u, m, t, i in reversed(rows)
+        ]
 
     # -- replies nobody saw ----------------------------------------------------------------
 

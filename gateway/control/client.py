@@ -197,9 +197,18 @@ class ControlClient:
 
     async def sessions(self) -> list[dict[str, Any]]:
         """``GET /v1/sessions``: every session (key, channel, counts, timestamps)."""
-        body = await self._json("GET", "/v1/sessions")
-        sessions = body.get("sessions", [])
+        sessions = (await self.find_sessions()).get("sessions", [])
         return list(sessions) if isinstance(sessions, list) else []
+
+    async def find_sessions(
+        self, *, channel: str | None = None, query: str | None = None, limit: int = 1000
+    ) -> dict[str, Any]:
+        """``GET /v1/sessions`` filtered: ``sessions`` (newest first, with ``unread``
+        counts) of ``channel`` whose key or messages contain ``query``; ``channels``."""
+        params = {"limit": str(limit)} | ({"channel": channel} if channel else {})
+        return await self._json(
+            "GET", "/v1/sessions", params=params | ({"q": query} if query else {})
+        )
 
     async def session(
         self, key: str, *, events: bool = False, message_id: str | None = None

@@ -3,7 +3,8 @@
 Routes (the contract with the CLI): ``GET /v1/status``, ``POST /v1/messages`` (NDJSON
 stream: accepted, deltas/progress, then reply or timeout; see `gateway.control.protocol`;
 ``POST /v1/ui/messages`` the same for the web panel's ``ui:NAME`` sessions),
-``GET /v1/messages/{id}``, ``GET /v1/watch/{session}``, ``GET /v1/sessions``,
+``GET /v1/messages/{id}``, ``GET /v1/watch/{session}``, ``GET /v1/sessions`` (``channel``,
+``q`` and ``limit`` filter it),
 ``GET /v1/sessions/{key}``, ``GET /v1/config``, memory (`gateway.control.memory`).
 """
 
@@ -13,6 +14,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from channels.ui import UiChannel
 from core.app import CoreApp
 from core.errors import FamiliarError, StoreError
 from core.session_keys import check_session_key
+from core.session_search import SessionSearch
 from core.sessions import SessionInfo
 from gateway.config import FamiliarConfig
 from gateway.control.mcp_report import mcp_report
@@ -48,6 +51,9 @@ log = logging.getLogger(__name__)
 
 _UNIX_PATH_MAX = 107
 _TRUE = frozenset({"1", "true", "yes", "on"})
+_MAX_LISTED = 1000
+_MAX_QUERY = 200
+_CHANNEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 DEFAULT_BACKLOG = 4096
 """Pending connections the socket queues: thousands of senders may connect at once.
 Linux caps it at ``net.core.somaxconn`` (4096 by default since 5.4)."""
@@ -176,9 +182,31 @@ class _ControlApi:
             return error(404, f"unknown message {message_id!r}")
         return web.json_response(found.as_json())
 
-    async def sessions(self, _request: web.Request) -> web.Response:
-        listed = await self._with_queued(await self._s.core.sessions.list_sessions())
-        return web.json_response({"sessions": [info.as_json() for info in listed]})
+    async def sessions(self, request: web.Request) -> web.Response:
+        """Newest first; ``channel`` (one channel's), ``q`` (key or any message contains
+        it) and ``limit`` (1-1000) narrow the list; ``channels`` names every channel."""
+        query = request.query
+        channel = query.get("channel") or None
+        text = query.get("q", "").strip() or None
+        try:
+            limit = int(query.get("limit", "1000"))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= _MAX_LISTED:
+            return error(400, f"limit must be a whole number from 1 to {_MAX_LISTED}")
+        if text is not None and len(text) > _MAX_QUERY:
+            return error(400, f"q is at most {_MAX_QUERY} characters")
+        if channel is not None and not _CHANNEL_NAME.fullmatch(channel):
+            return error(400, f"{channel[:80]!r} is not a channel name")
+        search = SessionSearch(store=self._s.core.store)
+        found = await search.find(channel=channel, text=text, limit=limit)
+        listed = await self._with_queued(found)
+        return web.json_response(
+            {
+                "sessions": [info.as_json() for info in listed],
+                "channels": await search.channels(),
+            }
+        )
 
     async def _with_queued(self, infos: list[SessionInfo]) -> list[SessionInfo]:
         queued = await self._s.core.bus.queued_by_session([i.key for i in infos])
@@ -194,7 +222,9 @@ class _ControlApi:
         found = await services.sessions.info(key)
         if found is None:
             return error(404, f"unknown session {key!r}")
-        (info,) = await self._with_queued([found])
+        (info,) = await self._with_queued(
+            await SessionSearch(store=services.store).with_unread([found])
+        )
         history = await services.sessions.all_history(key)
         unread = await services.sessions.unread(key)
         events = []
