@@ -125,7 +125,7 @@ class GatewayParts:
         self.store_url = store_url(home, config)
         self.metrics = GatewayMetrics()
         self.cli = CliChannel(config=config.channels.cli)
-        self.ui = UiChannel(config=config.channels.ui)
+        self.ui_channel = UiChannel(config=config.channels.ui)
         self.supervisors: list[ChannelSupervisor] = []
         self.remote: list[RemoteChannel] = []
         """Channels in processes of their own (the front of ``per-channel``)."""
@@ -163,7 +163,7 @@ class GatewayParts:
             for name in self.isolated:
                 self._remote_channel(name, enabled[name].http_routes)
             here = {n: c for n, c in enabled.items() if n not in self.isolated}
-            return [self.cli, self.ui, *build_channels(here, self.plugins)]
+            return [self.cli, self.ui_channel, *build_channels(here, self.plugins)]
         mine = {
             n: c for n, c in enabled.items() if n == self.channel and n not in BUILT_IN_CHANNELS
         }

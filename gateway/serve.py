@@ -361,7 +361,7 @@ class Gateway(GatewayParts):
             config=self.config,
             core=self.core,
             cli=self.cli,
-            ui=self.ui,
+            ui=self.ui_channel,
             provider=choice,
             version=VERSION,
             store_url=self.store_url,
@@ -445,7 +445,7 @@ class Gateway(GatewayParts):
         """Close the control socket, the HTTP port, MCP and every channel (last)."""
         # Waiting control clients get "timeout": the reply is kept.
         await self.cli.stop()
-        await self.ui.stop()
+        await self.ui_channel.stop()
         if self.control is not None:
             await self.control.close()
         if self.http_runner is not None:
