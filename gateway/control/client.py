@@ -216,7 +216,7 @@ class ControlClient:
         )
 
     async def session(
-        self, key: str, *, events: bool = False, message_id: str | None = None
+        self, key: str, *, events: bool = False, message_id: str | None = None, history: bool = True
     ) -> dict[str, Any]:
         """``GET /v1/sessions/{key}``: the session, its history and optionally its events.
 
@@ -224,13 +224,17 @@ class ControlClient:
             key: the session key.
             events: include the newest events (up to 10,000) of the session.
             message_id: with ``events``, only the events of that message.
+            history: include the history (False: an empty list, for a caller that only
+                follows the events).
 
         Raises:
             ControlError: with status 404 when the session is unknown.
         """
-        params = {"events": "1"} if events else None
-        if params is not None and message_id is not None:
+        params = {"events": "1"} if events else {}
+        if events and message_id is not None:
             params["message_id"] = message_id
+        if not history:
+            params["history"] = "0"
         return await self._json("GET", f"/v1/sessions/{quote(key, safe='')}", params=params)
 
     async def mark_read(self, key: str, *, upto: int) -> int:

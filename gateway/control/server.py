@@ -225,7 +225,9 @@ class _ControlApi:
         (info,) = await self._with_queued(
             await SessionSearch(store=services.store).with_unread([found])
         )
-        history = await services.sessions.all_history(key)
+        history = []
+        if request.query.get("history", "1").lower() in _TRUE:
+            history = await services.sessions.all_history(key)
         unread = await services.sessions.unread(key)
         events = []
         if request.query.get("events", "").lower() in _TRUE:

@@ -1,0 +1,107 @@
+"""The Chat and Sessions pages in Chromium: a streamed reply, tool steps, the session list."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.e2e.ui.conftest import UiGateway
+from tests.fakes.fake_openai import Text
+
+pytestmark = pytest.mark.slow
+
+_REPLY = "Here is **the answer**, streamed in pieces:\n\n- first point\n- second point"
+
+
+def _send(page: Page, text: str) -> None:
+    page.get_by_label("Message").fill(text)
+    page.get_by_role("button", name="Send").click()
+
+
+def test_chat_streams_the_reply_and_shows_tool_steps(
+    gateway: UiGateway,
+    page: Page,
+    login: Callable[[Page], str],
+    shot: Callable[[Page, str], Path],
+) -> None:
+    login(page)
+    page.goto(gateway.url("/ui/chat?s=web"))
+    expect(page.get_by_role("heading", name="ui:web")).to_be_visible()
+    # Several chunks, a beat apart: the page shows the reply while it is being written.
+    gateway.fake.script(Text(_REPLY, chunk_chars=6, chunk_delay=0.25))
+    _send(page, "What is the answer?")
+
+    turn = page.locator("#transcript .turn").last
+    expect(turn.locator(".msg.user .msg-text")).to_have_text("What is the answer?")
+    streaming = turn.locator('[data-state="streaming"]')
+    expect(streaming).to_be_visible()
+    partial = streaming.locator(".md").inner_text()
+    assert partial and len(partial) < len("Here is the answer, streamed in pieces:")
+    done = turn.locator('[data-state="done"]')
+    expect(done.locator("strong")).to_have_text("the answer")
+    expect(done.locator("li")).to_have_text(["first point", "second point"])
+    expect(page.get_by_label("Message")).to_have_value("")  # the form was reset
+
+    # A tool call: a collapsible step with its arguments and result.
+    _send(page, '!tool list_dir {"path": "."}')
+    turn = page.locator("#transcript .turn").last
+    expect(turn.locator('[data-state="done"]')).to_contain_text("tool said:")
+    step = turn.locator('details.step[data-kind="tool"]')
+    expect(step.locator("summary")).to_contain_text("list_dir")
+    expect(step.locator("summary")).to_contain_text("done")
+    assert step.get_attribute("open") is None
+    expect(step.locator("pre").first).not_to_be_visible()
+    step.locator("summary").click()
+    expect(step.locator("pre").first).to_contain_text('"path": "."')
+    shot(page, "chat")
+
+    # Reloaded, the conversation comes from the session's history, steps and all.
+    page.reload()
+    turns = page.locator("#transcript .turn")
+    expect(turns).to_have_count(2)
+    expect(turns.nth(0).locator(".md strong")).to_have_text("the answer")
+    expect(turns.nth(1).locator("details.step summary")).to_contain_text("list_dir")
+
+    # A slash command: its plain-text answer.
+    _send(page, "/help")
+    expect(page.locator("#transcript .turn").last.locator("pre")).to_contain_text("/stop")
+
+
+def test_sessions_lists_filters_and_shows_history(
+    gateway: UiGateway,
+    page: Page,
+    login: Callable[[Page], str],
+    shot: Callable[[Page, str], Path],
+) -> None:
+    gateway.familiar("send", "--session", "cli:notes", "remember the milk")
+    login(page)
+    page.goto(gateway.url("/ui/chat?s=lists"))
+    _send(page, "a message from the panel")
+    expect(page.locator('#transcript [data-state="done"]')).to_contain_text("echo:")
+
+    page.get_by_role("link", name="Sessions").click()
+    rows = page.locator("#session-list tbody tr")
+    expect(rows.first).to_contain_text("ui:lists")  # newest first
+    expect(rows).to_contain_text(["ui:lists", "cli:notes"])
+
+    page.get_by_label("Channel").select_option("cli")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("cli:notes")
+
+    page.get_by_label("Channel").select_option("")
+    page.get_by_label("Search").fill("from the panel")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    rows.first.get_by_role("link", name="ui:lists").click()
+
+    detail = page.locator("#session-detail")
+    expect(detail.get_by_role("heading", name="ui:lists")).to_be_visible()
+    expect(detail.locator(".msg.user")).to_contain_text("a message from the panel")
+    expect(detail.locator(".msg.assistant")).to_contain_text("echo: a message from the panel")
+    detail.locator("details.events summary").click()
+    expect(detail.locator("details.events tbody")).to_contain_text("user.message")
+    shot(page, "sessions")
