@@ -34,7 +34,7 @@ def test_chat_streams_the_reply_and_shows_tool_steps(
     gateway.fake.script(Text(_REPLY, chunk_chars=6, chunk_delay=0.25))
     _send(page, "What is the answer?")
 
-    turn = page.locator("#transcript .turn").last
+    turn = page.locator("#transcript .turn").filter(has_text="What is the answer?")
     expect(turn.locator(".msg.user .msg-text")).to_have_text("What is the answer?")
     streaming = turn.locator('[data-state="streaming"]')
     expect(streaming).to_be_visible()
@@ -47,7 +47,7 @@ def test_chat_streams_the_reply_and_shows_tool_steps(
 
     # A tool call: a collapsible step with its arguments and result.
     _send(page, '!tool list_dir {"path": "."}')
-    turn = page.locator("#transcript .turn").last
+    turn = page.locator("#transcript .turn").filter(has_text="!tool list_dir")
     expect(turn.locator('[data-state="done"]')).to_contain_text("tool said:")
     step = turn.locator('details.step[data-kind="tool"]')
     expect(step.locator("summary")).to_contain_text("list_dir")
@@ -67,7 +67,8 @@ def test_chat_streams_the_reply_and_shows_tool_steps(
 
     # A slash command: its plain-text answer.
     _send(page, "/help")
-    expect(page.locator("#transcript .turn").last.locator("pre")).to_contain_text("/stop")
+    asked = page.locator("#transcript .turn").filter(has_text="/help")
+    expect(asked.locator(".msg.assistant pre")).to_contain_text("/stop")
 
 
 def test_sessions_lists_filters_and_shows_history(
@@ -76,7 +77,7 @@ def test_sessions_lists_filters_and_shows_history(
     login: Callable[[Page], str],
     shot: Callable[[Page, str], Path],
 ) -> None:
-    gateway.familiar("send", "--session", "cli:notes", "remember the milk")
+    gateway.familiar("send", "--session", "notes", "remember the milk")
     login(page)
     page.goto(gateway.url("/ui/chat?s=lists"))
     _send(page, "a message from the panel")
