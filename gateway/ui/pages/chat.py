@@ -103,7 +103,7 @@ class _ChatPage:
 
     def _transcript_context(self, detail: dict[str, Any], key: str) -> dict[str, Any]:
         items = transcript_items(detail, self._turns.of_session(key))
-        return {"items": items, "md": reply_html, "when": when}
+        return {"items": items, "md": reply_html, "when": when, "user_label": "You"}
 
     async def send(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()

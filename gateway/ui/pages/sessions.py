@@ -106,6 +106,7 @@ def _detail_context(detail: dict[str, Any] | None) -> dict[str, Any]:
         "chat_name": key.removeprefix(UI_PREFIX) if key.startswith(UI_PREFIX) else None,
         "md": reply_html,
         "when": when,
+        "user_label": "You" if key.startswith(UI_PREFIX) else "User",
     }
 
 

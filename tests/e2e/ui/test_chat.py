@@ -10,6 +10,7 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.ui.conftest import UiGateway
 from tests.fakes.fake_openai import Text
+from tests.waiting import eventually_sync
 
 pytestmark = pytest.mark.slow
 
@@ -78,6 +79,17 @@ def test_sessions_lists_filters_and_shows_history(
     shot: Callable[[Page, str], Path],
 ) -> None:
     gateway.familiar("send", "--session", "notes", "remember the milk")
+    # Its sender stops waiting before the reply: the reply is kept unread.
+    late = gateway.familiar(
+        "send", "--session", "late", "--timeout", "0.2", "!sleep 1", check=False
+    )
+    assert late.returncode == 1, late.stderr
+
+    def unread_late() -> bool:
+        found = gateway.control(lambda client: client.find_sessions(query="late"))
+        return [(s["key"], s["unread"]) for s in found["sessions"]] == [("cli:late", 1)]
+
+    eventually_sync(unread_late, timeout=30, what="the late reply kept unread")
     login(page)
     page.goto(gateway.url("/ui/chat?s=lists"))
     _send(page, "a message from the panel")
@@ -86,12 +98,22 @@ def test_sessions_lists_filters_and_shows_history(
     page.get_by_role("link", name="Sessions").click()
     rows = page.locator("#session-list tbody tr")
     expect(rows.first).to_contain_text("ui:lists")  # newest first
-    expect(rows).to_contain_text(["ui:lists", "cli:notes"])
+    expect(rows).to_contain_text(["ui:lists", "cli:late", "cli:notes"])
+    late_row = rows.filter(has_text="cli:late")
+    expect(late_row.locator(".badge")).to_have_text("1 unread")
+    expect(rows.filter(has_text="cli:notes").locator(".badge")).to_have_count(0)
+    late_row.get_by_role("link", name="cli:late").click()
+    detail = page.locator("#session-detail")
+    expect(detail.locator(".msg.assistant")).to_contain_text("echo: !sleep 1")
+    expect(detail.locator(".msg.assistant .badge")).to_have_text("new")
+    detail.get_by_role("button", name="Mark read").click()
+    expect(late_row.locator(".badge")).to_have_count(0)
+    expect(detail.get_by_role("button", name="Mark read")).to_have_count(0)
 
     page.get_by_label("Channel").select_option("cli")
     page.get_by_role("button", name="Filter").click()
-    expect(rows).to_have_count(1)
-    expect(rows.first).to_contain_text("cli:notes")
+    expect(rows).to_have_count(2)
+    expect(rows).to_contain_text(["cli:late", "cli:notes"])
 
     page.get_by_label("Channel").select_option("")
     page.get_by_label("Search").fill("from the panel")
