@@ -77,9 +77,7 @@ def test_system_page_lists_processes_servers_and_trusts_a_file(
     server.locator("summary").click()
     expect(server).to_contain_text("echo")
     expect(page.locator("section", has_text="Agents")).to_contain_text("yes")
-    expect(page.locator("section", has_text="Recent errors")).to_contain_text(
-        "ui login refused"
-    )
+    expect(page.locator("section", has_text="Recent errors")).to_contain_text("ui login refused")
 
     row = page.locator(f'#trust tr[data-file="{planted}"]')
     expect(row).to_contain_text("untrusted")
