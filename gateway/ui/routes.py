@@ -15,6 +15,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from core.errors import FamiliarError
 from gateway.control.client import ControlClient
 from gateway.ui.auth import COOKIE, UiAuth, UiSession
 from gateway.ui.render import SESSION, TEMPLATES, is_async
@@ -126,6 +127,8 @@ class UiRoutes:
                 await handler(request, EventStream(response, self.stopping))
             except ConnectionResetError:
                 log.debug("ui stream closed by the browser path=%s", request.path)
+            except FamiliarError as exc:  # the answer has started: end it (the browser retries)
+                log.warning("ui stream ended path=%s error=%s", request.path, exc)
             return response
 
         self._app.router.add_get(path, self._guard(serve, page=False))
