@@ -3,6 +3,7 @@ page's report and its trust action (real control socket, real core)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -11,8 +12,10 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from click.testing import CliRunner
 
 from core.app import CoreApp
+from gateway.cli import app
 from gateway.config import FamiliarConfig
 from gateway.control.client import ControlClient, ControlError
 from gateway.system_routes import add_system_routes
@@ -80,3 +83,24 @@ async def test_system_report_and_trusting_a_workspace_file(tmp_path: Path) -> No
     ]
     assert trusted["trusted"] == str(planted)
     assert [f["state"] for f in after["trust"]["files"]] == ["trusted"]
+
+
+async def test_familiar_ui_prints_the_url_first(tmp_path: Path) -> None:
+    ui = UiAuth(UiConfig())
+    ui.listening_on("127.0.0.1", 8787)
+    async with gateway(tmp_path, ui):
+        runner = CliRunner()
+        args = ["ui", "--no-browser", "--home", str(tmp_path)]
+        done = await asyncio.to_thread(runner.invoke, app, args)
+        as_json = await asyncio.to_thread(runner.invoke, app, [*args, "--json"])
+    assert done.exit_code == 0, done.output
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("http://127.0.0.1:8787/ui/login?token=")
+    assert "works once" in done.stderr
+    assert json.loads(as_json.stdout)["url"].startswith("http://127.0.0.1:8787/ui/login?token=")
+
+
+def test_familiar_ui_without_a_gateway_exits_2(tmp_path: Path) -> None:
+    done = CliRunner().invoke(app, ["ui", "--no-browser", "--home", str(tmp_path)])
+    assert done.exit_code == 2
+    assert done.stdout == ""
