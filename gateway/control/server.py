@@ -5,7 +5,8 @@ stream: accepted, deltas/progress, then reply or timeout; see `gateway.control.p
 ``POST /v1/ui/messages`` the same for the web panel's ``ui:NAME`` sessions),
 ``GET /v1/messages/{id}``, ``GET /v1/watch/{session}``, ``GET /v1/sessions`` (``channel``,
 ``q`` and ``limit`` filter it),
-``GET /v1/sessions/{key}``, ``GET /v1/config``, memory (`gateway.control.memory`).
+``GET /v1/sessions/{key}``, ``GET /v1/config``, memory (`gateway.control.memory`),
+``GET /v1/system`` and ``POST /v1/trust/allow`` (`gateway.system_routes`).
 """
 
 from __future__ import annotations
