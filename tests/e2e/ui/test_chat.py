@@ -57,7 +57,6 @@ def test_chat_streams_the_reply_and_shows_tool_steps(
     expect(step.locator("pre").first).not_to_be_visible()
     step.locator("summary").click()
     expect(step.locator("pre").first).to_contain_text('"path": "."')
-    shot(page, "chat")
 
     # Reloaded, the conversation comes from the session's history, steps and all.
     page.reload()
@@ -65,6 +64,9 @@ def test_chat_streams_the_reply_and_shows_tool_steps(
     expect(turns).to_have_count(2)
     expect(turns.nth(0).locator(".md strong")).to_have_text("the answer")
     expect(turns.nth(1).locator("details.step summary")).to_contain_text("list_dir")
+    expect(page.get_by_role("link", name="web", exact=True)).to_be_visible()
+    turns.nth(1).locator("details.step summary").click()
+    shot(page, "chat")
 
     # A slash command: its plain-text answer.
     _send(page, "/help")
@@ -128,3 +130,32 @@ def test_sessions_lists_filters_and_shows_history(
     detail.locator("details.events summary").click()
     expect(detail.locator("details.events tbody")).to_contain_text("user.message")
     shot(page, "sessions")
+
+
+def test_chat_and_sessions_fit_a_phone(
+    gateway: UiGateway,
+    phone: Page,
+    login: Callable[[Page], str],
+    shot: Callable[[Page, str], Path],
+) -> None:
+    login(phone)
+    phone.goto(gateway.url("/ui/chat?s=phone"))
+    wide = (
+        "| column | another column | a third one |\n|---|---|---|\n"
+        + "| "
+        + "x" * 80
+        + " | b | c |"
+    )
+    gateway.fake.script(Text(f"A table:\n\n{wide}\n\n`{'y' * 120}`"))
+    _send(phone, "show me a wide table")
+    expect(phone.locator('#transcript [data-state="done"] table')).to_be_visible()
+    _send(phone, '!tool list_dir {"path": "."}')
+    asked = phone.locator("#transcript .turn").filter(has_text="!tool list_dir")
+    expect(asked.locator('[data-state="done"]')).to_contain_text("tool said:")
+    for path in ("/ui/chat?s=phone", "/ui/sessions?key=ui%3Aphone"):
+        phone.goto(gateway.url(path))
+        phone.locator("details").first.locator("summary").click()
+        width = phone.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{path} scrolls sideways: {width} px"
+        if path.startswith("/ui/chat"):
+            shot(phone, "chat-phone")
