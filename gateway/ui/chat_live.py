@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 _KEPT = 200
 """How many ended turns are remembered (for a stream that connects after the end)."""
+_RUNNING = frozenset({"running"})
+"""Task states of a subagent still at work (``TaskStatus``)."""
+_STEP_CHARS = 4000
 _ACCEPT_WAIT = 30.0
 """Seconds to wait for the gateway to take the message before the page gives up."""
 
@@ -145,10 +148,19 @@ class LiveTurns:
 
     @staticmethod
     async def _refresh_steps(client: ControlClient, turn: LiveTurn) -> None:
-        """The turn's tool calls and subagents so far, from its session's event log."""
+        """The turn's tool calls and subagents so far, from its session's event log (and
+        each subagent's task, whose end is not an event of this message)."""
         assert turn.message_id is not None
         with contextlib.suppress(FamiliarError):  # steps are extra: the reply still comes
             found = await client.session(
                 turn.session, events=True, message_id=turn.message_id, history=False
             )
-            turn.steps = steps_of(found.get("events", []))
+            steps = steps_of(found.get("events", []))
+            for step in steps:
+                if step.agent_id is not None and step.state == "running":
+                    task = await client.task(step.agent_id)
+                    status = str(task.get("status", "running"))
+                    if status not in _RUNNING:
+                        step.state = "done" if status == "completed" else status
+                        step.result = str(task.get("result") or "")[:_STEP_CHARS]
+            turn.steps = steps

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 __all__ = ["Step", "Turn", "event_rows", "steps_of", "turns_of"]
 
@@ -31,7 +32,9 @@ class Step:
     state: str = "running"
     """``running``, ``done``, ``failed`` (or an approval's decision)."""
     link: str | None = None
-    """Where to see more (a subagent's page)."""
+    """Where to see more (a subagent's conversation)."""
+    agent_id: str | None = None
+    """A subagent's task id."""
 
 
 @dataclass
@@ -56,10 +59,27 @@ def _arguments(value: Any) -> str:
     return _clip(json.dumps(value, ensure_ascii=False, indent=1, default=str))
 
 
-def steps_of(events: Iterable[Mapping[str, Any]]) -> list[Step]:
-    """The steps the events of one message record, in the order they started."""
+def _ended(events: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """The ``subagent.completed``/``failed`` events by agent id (recorded in the parent's
+    session without a message id: a background subagent ends after its turn)."""
+    return {
+        str((e.get("data") or {}).get("agent_id")): e
+        for e in events
+        if e.get("type") in ("subagent.completed", "subagent.failed")
+    }
+
+
+def steps_of(
+    events: Iterable[Mapping[str, Any]], ended: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[Step]:
+    """The steps the events of one message record, in the order they started.
+
+    Args:
+        events: the message's events.
+        ended: the session's subagent endings by agent id (see `_ended`).
+    """
     steps: dict[str, Step] = {}
-    for event in events:
+    for event in [*events, *(ended or {}).values()]:
         kind = str(event.get("type", ""))
         data = event.get("data") or {}
         if kind == "tool.execution_start":
@@ -76,15 +96,14 @@ def steps_of(events: Iterable[Mapping[str, Any]]) -> list[Step]:
                 "subagent",
                 f"{data.get('agent_type', 'agent')} ({data.get('mode', '')})",
                 str(data.get("description") or ""),
-                link=f"/ui/tasks?task={agent}",
+                link="/ui/sessions?" + urlencode({"key": f"subagent:{agent}"}),
+                agent_id=agent,
             )
         elif kind in ("subagent.completed", "subagent.failed"):
-            agent = str(data.get("agent_id", "?"))
-            step = steps.setdefault(
-                f"agent:{agent}", Step("subagent", str(data.get("agent_type", "agent")))
-            )
-            step.result = _clip(str(data.get("result") or data.get("error") or ""))
-            step.state = "done" if kind == "subagent.completed" else "failed"
+            started = steps.get(f"agent:{data.get('agent_id')}")
+            if started is not None:  # (not another message's subagent, from ``ended``)
+                started.result = _clip(str(data.get("result") or data.get("error") or ""))
+                started.state = "done" if kind == "subagent.completed" else "failed"
         elif kind in ("tool.approval_requested", "tool.approval_decided"):
             approval = str(data.get("approval_id", "?"))
             step = steps.setdefault(
@@ -101,6 +120,8 @@ def turns_of(
 ) -> list[Turn]:
     """The session's turns, oldest first (history rows of one inbound message form one)."""
     by_message: dict[str, list[Mapping[str, Any]]] = {}
+    events = list(events)
+    ended = _ended(events)
     for event in events:
         if event.get("message_id"):
             by_message.setdefault(str(event["message_id"]), []).append(event)
@@ -114,7 +135,7 @@ def turns_of(
             turns.append(turn)
             if message_id:
                 index[message_id] = turn
-                turn.steps = steps_of(by_message.get(message_id, ()))
+                turn.steps = steps_of(by_message.get(message_id, ()), ended)
         role, content = row.get("role"), str(row.get("content") or "")
         if role == "user" and turn.user is None:
             turn.user = content

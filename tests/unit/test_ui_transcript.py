@@ -57,7 +57,7 @@ def test_steps_pair_tool_calls_and_subagents_in_start_order() -> None:
         ("tool", "exec", "failed", "no"),
     ]
     assert '"path": "a"' in steps[0].detail
-    assert steps[1].link == "/ui/tasks?task=t1"
+    assert steps[1].link == "/ui/sessions?key=subagent%3At1"
 
 
 def test_turns_group_history_by_message_and_mark_unread_replies() -> None:
@@ -70,14 +70,18 @@ def test_turns_group_history_by_message_and_mark_unread_replies() -> None:
     ]
     events = [
         _event("tool.execution_start", tool="list_dir", call_id="c1"),
+        _event("subagent.started", agent_id="t1", agent_type="research", mode="background"),
         _event("tool.execution_start", message_id="other", tool="exec", call_id="c9"),
+        # A subagent's end is recorded in its parent's session without a message id.
+        _event("subagent.failed", message_id=None, agent_id="t1", error="gave up"),
+        _event("subagent.completed", message_id=None, agent_id="t9", result="not ours"),
     ]
     first, second = turns_of(history, events)
-    assert (first.user, first.replies, [s.title for s in first.steps]) == (
-        "list",
-        ["a.md is there"],
-        ["list_dir"],
-    )
+    assert (first.user, first.replies) == ("list", ["a.md is there"])
+    assert [(s.title, s.state, s.result) for s in first.steps] == [
+        ("list_dir", "running", ""),
+        ("research (background)", "failed", "gave up"),
+    ]
     assert (second.user, second.replies, second.unread) == (None, ["check-in"], True)
     assert not first.unread
 

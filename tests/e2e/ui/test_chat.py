@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,10 +59,21 @@ def test_chat_streams_the_reply_and_shows_tool_steps(
     step.locator("summary").click()
     expect(step.locator("pre").first).to_contain_text('"path": "."')
 
+    # A subagent: a step of its own, with its answer.
+    spawn = {"agent_type": "general-purpose", "prompt": "child work", "mode": "sync"}
+    _send(page, "!tool sessions_spawn " + json.dumps(spawn))
+    turn = page.locator("#transcript .turn").filter(has_text="!tool sessions_spawn")
+    expect(turn.locator('[data-state="done"]')).to_contain_text("tool said:")
+    agent = turn.locator('details.step[data-kind="subagent"]')
+    expect(agent.locator("summary")).to_contain_text("general-purpose (sync)")
+    expect(agent.locator("summary")).to_contain_text("done")
+    agent.locator("summary").click()
+    expect(agent).to_contain_text("echo: child work")
+
     # Reloaded, the conversation comes from the session's history, steps and all.
     page.reload()
     turns = page.locator("#transcript .turn")
-    expect(turns).to_have_count(2)
+    expect(turns).to_have_count(3)
     expect(turns.nth(0).locator(".md strong")).to_have_text("the answer")
     expect(turns.nth(1).locator("details.step summary")).to_contain_text("list_dir")
     expect(page.get_by_role("link", name="web", exact=True)).to_be_visible()
