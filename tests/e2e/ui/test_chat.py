@@ -171,3 +171,33 @@ def test_chat_and_sessions_fit_a_phone(
         assert width <= 390, f"{path} scrolls sideways: {width} px"
         if path.startswith("/ui/chat"):
             shot(phone, "chat-phone")
+
+
+def test_stop_ends_the_reply_being_made_and_bad_sends_are_refused(
+    gateway: UiGateway, page: Page, login: Callable[[Page], str]
+) -> None:
+    login(page)
+    page.goto(gateway.url("/ui/chat?s=stopping"))
+    _send(page, "!sleep 60 a long job")
+    slow = page.locator("#transcript .turn").filter(has_text="a long job")
+    expect(slow.locator('[data-state="waiting"]')).to_be_visible()
+    page.get_by_role("button", name="Stop").click()
+    stop = page.locator("#transcript .turn").filter(has_text="/stop")
+    expect(stop.locator('[data-state="done"]')).to_be_visible()
+    # The long job's turn ends well before its 60 s, with no answer from the model.
+    expect(slow.locator('[data-state="done"]')).to_be_visible(timeout=30_000)
+    expect(slow.locator('[data-state="done"]')).not_to_contain_text("echo:")
+
+    csrf = page.locator('meta[name="csrf-token"]').get_attribute("content") or ""
+    send = gateway.url("/ui/chat/send")
+    for form, status in (
+        ({"session": "bad name", "text": "x"}, 400),
+        ({"session": "never-stored", "text": "   "}, 400),
+        ({"session": "", "text": "x"}, 400),
+    ):
+        answer = page.request.post(send, form=form, headers={"X-CSRF-Token": csrf})
+        assert answer.status == status, (form, answer.text())
+    refused = page.request.post(send, form={"session": "never-stored", "text": "x"})
+    assert refused.status == 403
+    found = gateway.control(lambda client: client.find_sessions(query="never-stored"))
+    assert [s["key"] for s in found["sessions"]] == []
