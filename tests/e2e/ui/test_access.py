@@ -77,6 +77,13 @@ def test_nothing_answers_without_the_cookie(
         assert "<h1>familiar: log in</h1>" in text
 
 
+def test_ui_without_a_slash_only_redirects(gateway: UiGateway) -> None:
+    status, headers, _ = request(gateway, "GET", "/ui")
+    assert (status, headers["Location"]) == (303, "/ui/")
+    status, _, _ = request(gateway, "GET", "/ui/")
+    assert status == 401
+
+
 def test_login_url_works_once_and_sets_a_strict_cookie(
     gateway: UiGateway, page: Page, browser: object, login: Callable[[Page], str]
 ) -> None:
