@@ -181,6 +181,11 @@ def test_stop_ends_the_reply_being_made_and_bad_sends_are_refused(
     _send(page, "!sleep 60 a long job")
     slow = page.locator("#transcript .turn").filter(has_text="a long job")
     expect(slow.locator('[data-state="waiting"]')).to_be_visible()
+    eventually_sync(
+        lambda: any("a long job" in json.dumps(entry) for entry in gateway.fake.log),
+        timeout=30,
+        what="the model asked about the long job (its turn runs)",
+    )
     page.get_by_role("button", name="Stop").click()
     stop = page.locator("#transcript .turn").filter(has_text="/stop")
     expect(stop.locator('[data-state="done"]')).to_be_visible()
