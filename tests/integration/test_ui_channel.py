@@ -150,6 +150,8 @@ async def test_sessions_are_filtered_by_channel_and_text_with_unread_counts(
         assert [m["role"] for m in shown["history"]] == ["user", "assistant"]
         assert shown["history"][1]["unread"] is True
         assert shown["history"][1]["message_id"] == shown["history"][0]["message_id"]
+        bare = await client.session("ui:later", events=True, history=False)
+        assert bare["history"] == [] and bare["events"]
         for bad in ({"channel": "a b"}, {"limit": 0}, {"query": "x" * 201}):
             with pytest.raises(ControlError, match="400"):
                 await client.find_sessions(**bad)  # type: ignore[arg-type]

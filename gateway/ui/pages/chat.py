@@ -37,6 +37,8 @@ __all__ = ["add_routes", "transcript_items", "when"]
 _DEFAULT_NAME = "main"
 _KEEPALIVE = 15.0
 """Seconds between keepalive comments on a quiet event stream."""
+_FRAME = 0.1
+"""Seconds between two renderings of a reply being written (each renders all of it)."""
 _MAX_TEXT = 100_000
 """The longest message the page sends (characters)."""
 
@@ -141,6 +143,8 @@ class _ChatPage:
                 if turn.ended:
                     await stream.send("close")
                     return
+                # The deltas of the next tenth of a second go into one rendering.
+                await asyncio.sleep(_FRAME)
             try:
                 async with asyncio.timeout(_KEEPALIVE):
                     await turn.changed(seen)
