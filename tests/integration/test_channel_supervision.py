@@ -139,7 +139,12 @@ async def test_a_channel_that_cannot_start_is_retried_while_the_gateway_serves(
         loop = channel(report, "loop")
         assert loop["state"] in ("failed", "starting"), loop
         async with asyncio.timeout(30):
-            while (loop := channel(await status(control, task), "loop"))["state"] != "failed":
+            # The control socket answers before the HTTP port listens (``http`` is null).
+            while True:
+                report = await status(control, task)
+                loop = channel(report, "loop")
+                if loop["state"] == "failed" and report["http"] is not None:
+                    break
                 await asyncio.sleep(0.02)
         assert "answered 503" in loop["error"]
         assert TOKEN not in json.dumps(report)

@@ -155,4 +155,4 @@ async def test_three_roles_share_one_home(daemon_home: Path) -> None:
                 assert float(value) > 0, metric
             assert [p["role"] for p in report["processes"]] == ["channels"]
             assert report["busy_sessions"] == 0
-            assert [c["name"] for c in report["channels"]] == ["cli"]
+            assert [c["name"] for c in report["channels"]] == ["cli", "ui"]
