@@ -45,7 +45,8 @@ from core.tools.subagents_config import SubagentsConfig
 
 from .peer_tasks import GROUP_SESSION_PREFIX, group_session_key
 from .settle import Settler
-from .task_rows import ACTIVE_STATES, GroupTasks, group_tasks
+from .tables import group_tasks
+from .task_rows import ACTIVE_STATES, GroupTasks
 
 __all__ = ["GroupDelegation"]
 
@@ -165,10 +166,10 @@ class GroupDelegation(Peers):
             others = ", ".join(f"{PEER_PREFIX}{n}" for n in sorted(names) if n != self.name)
             raise TaskRefused(f"no member {peer!r} in the group (peers now: {others or 'none'})")
         if member.state != "active":
-            since = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(member.last_heartbeat))
+            since = member.last_heartbeat.strftime("%Y-%m-%d %H:%M:%S %Z")
             why = "has left the group" if member.state == "left" else "is gone"
             raise TaskRefused(
-                f"peer {peer!r} {why}: no heartbeat since {since} UTC; it cannot take tasks"
+                f"peer {peer!r} {why}: no heartbeat since {since}; it cannot take tasks"
             )
         return member
 
@@ -214,7 +215,6 @@ class GroupDelegation(Peers):
             "description": description,
             "mode": mode,
             "status": "queued",
-            "lease_until": now + self._lease,
             "created_at": now,
             "updated_at": now,
         }
@@ -236,7 +236,7 @@ class GroupDelegation(Peers):
             if spawn_key is not None and (found := TaskRepository.by_spawn_key_in(conn, spawn_key)):
                 return found  # a rerun of the same call after a crash
             TaskRepository.insert_in(conn, record)
-            GroupTasks.insert_in(conn, row)
+            GroupTasks.insert_in(conn, row, lease=self._lease)
             self._settler.events.add_in(conn, [event])
             created = TaskRepository.get_in(conn, task_id)
             assert created is not None

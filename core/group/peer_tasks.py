@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Collection
 
 from sqlalchemy import Connection
@@ -80,7 +79,6 @@ class PeerTaskService:
         lease: float,
         renew_every: float,
         poll: float = _POLL,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._bus = bus
@@ -91,7 +89,6 @@ class PeerTaskService:
         self._lease = lease
         self._renew_every = renew_every
         self._poll = poll
-        self._clock = clock
         self._woken = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
 
@@ -137,7 +134,7 @@ class PeerTaskService:
                 f"(its group.accept_from does not name {task.caller})"
             )
             refused = {"status": "refused", "error": why}
-            if await self._tasks.change(task, refused, when=("queued",), wake=task.caller):
+            if await self._tasks.change(task, refused, when=("queued",), by=self.name):
                 await self._note(session, SessionError(error=why, kind="GroupTaskRefused"))
                 log.info("group task refused id=%s from=%s", task.id, task.caller)
             return
@@ -152,8 +149,10 @@ class PeerTaskService:
                 event_id=f"group:{task.id}",
             )
         )
-        running = {"status": "running", "lease_until": self._clock() + self._lease}
-        if await self._tasks.change(task, running, when=("queued",), wake=task.caller):
+        running = {"status": "running"}
+        if await self._tasks.change(
+            task, running, when=("queued",), by=self.name, lease=self._lease
+        ):
             log.info("group task taken id=%s from=%s mode=%s", task.id, task.caller, task.mode)
 
     async def _note(self, session: str, data: SessionError) -> None:
@@ -182,7 +181,7 @@ class PeerTaskService:
             values = {"status": "failed", "error": reply.text, "result": None}
         else:
             values = {"status": "done", "result": reply.text, "error": None}
-        if await self._tasks.change(task, values, when=("running",), wake=task.caller):
+        if await self._tasks.change(task, values, when=("running",), by=self.name):
             status = values["status"]
             log.info("group task answered id=%s from=%s status=%s", task.id, task.caller, status)
 

@@ -55,24 +55,28 @@ class Settler:
         current = await self.repo.get(record.id) or record
         row = await self._tasks.get(record.id)
         peer = record.agent_type.removeprefix(PEER_PREFIX)
+        caller = row.caller if row is not None else ""
         if current.status == "cancelled":
             if row is not None and row.active:
-                why = {"status": "failed", "error": current.error or "cancelled by the caller"}
-                await self._tasks.change(row, why, when=ACTIVE_STATES, wake=peer)
+                cancelled = {
+                    "status": "failed",
+                    "error": current.error or "cancelled by the caller",
+                }
+                await self._tasks.change(row, cancelled, when=ACTIVE_STATES, by=caller)
             return "cancelled", current.error or "cancelled"
         if not current.active:
             return current.status, current.result or current.error or ""
         if row is None:
             return await self._finish(current, "failed", "the task's group record is gone")
         if row.active:
-            if row.lease_until >= self._clock():
+            if not row.expired:
                 return None
             why = (
                 f"peer {peer!r} stopped answering: its lease on the task ran out "
                 "(no sign of life for group.expire_after seconds)"
             )
             ended = {"status": "failed", "error": why}
-            await self._tasks.change(row, ended, when=ACTIVE_STATES, wake=peer, expired_only=True)
+            await self._tasks.change(row, ended, when=ACTIVE_STATES, by=caller, expired_only=True)
             row = await self._tasks.get(record.id)
             if row is None or row.active:
                 return None  # renewed meanwhile: it lives
@@ -110,11 +114,17 @@ class Settler:
         data: EventPayload
         if ok:
             data = SubagentCompleted(
-                agent_id=record.id, agent_type=record.agent_type, status=status, result=text[:_PREVIEW]
+                agent_id=record.id,
+                agent_type=record.agent_type,
+                status=status,
+                result=text[:_PREVIEW],
             )
         else:
             data = SubagentFailed(
-                agent_id=record.id, agent_type=record.agent_type, status=status, error=text[:_PREVIEW]
+                agent_id=record.id,
+                agent_type=record.agent_type,
+                status=status,
+                error=text[:_PREVIEW],
             )
 
         def job(conn: Connection) -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "GROUP_SCHEMA",
     "ensure_group_tables",
     "group_members",
+    "group_tasks",
     "group_timeline",
 ]
 
@@ -61,3 +62,27 @@ async def ensure_group_tables(conn: AsyncConnection) -> None:
     await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK})
     await conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{GROUP_SCHEMA}"'))
     await conn.run_sync(GROUP_METADATA.create_all, checkfirst=True)
+
+
+# -- delegation (core.group.task_rows) ---------------------------------------------------
+
+group_tasks = sa.Table(
+    "group_tasks",
+    GROUP_METADATA,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("caller", sa.String(64), nullable=False),
+    sa.Column("peer", sa.String(64), nullable=False),
+    sa.Column("prompt", sa.Text, nullable=False),
+    sa.Column("description", sa.Text, nullable=False, server_default=""),
+    sa.Column("mode", sa.String(16), nullable=False),
+    # queued, running, done, failed, refused
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("result", sa.Text, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    # epoch seconds by the database's clock: the peer's liveness for the task
+    sa.Column("lease_until", sa.Float, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Index("ix_group_tasks_peer", "peer", "status"),
+    sa.Index("ix_group_tasks_caller", "caller", "status"),
+)

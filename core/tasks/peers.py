@@ -7,7 +7,6 @@ are no peers and ``peer:<name>`` is a clear refusal.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,17 +25,18 @@ class PeerSpawn:
     mode: str = "sync"
 
 
-class Peers(ABC):
-    """The current group peers, and delegation to them."""
+class Peers:
+    """The current group peers, and delegation to them (a base the tools look up by
+    type; `core.group.delegate.GroupDelegation` is the one that does the work)."""
 
-    @abstractmethod
     async def listing(self, query: str | None) -> list[dict[str, Any]]:
         """The peers to list as agent types (``peer:<name>``), best matches first."""
+        raise NotImplementedError
 
-    @abstractmethod
     async def spawn(self, ctx: ToolContext, request: PeerSpawn) -> dict[str, Any]:
         """Delegate a task; the peer's answer (sync) or the task's id (background).
 
         Raises:
             TaskRefused: no such peer, it is gone, or the request is not valid.
         """
+        raise NotImplementedError
