@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +22,9 @@ from core.bus.sql import SqlBus
 from core.bus.wakeups import Wakeups
 from core.commands import CommandRouter
 from core.events import EventLog
+from core.group.config import GroupConfig
+from core.group.identity import CapabilitySources
+from core.group.service import GroupService
 from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
 from core.hooks.transcript import hook_transcripts
 from core.mcp import McpConfig
@@ -103,6 +106,8 @@ class CoreApp:
     skills: SkillCatalog | None = None
     orchestration: Orchestration | None = None
     """Todos, session modes and memory consolidation (with subagents on)."""
+    group: GroupService | None = None
+    """Group mode (``[group] enabled``): the roster; the gateway starts the heartbeat."""
 
     async def start(self) -> None:
         """Start everything (the one-process gateway): the agent side and the schedules."""
@@ -133,6 +138,8 @@ class CoreApp:
             await self.mcp.host.start()  # resume following the MCP tasks left running
 
     async def stop(self, *, grace: float | None = None) -> None:
+        if self.group is not None:
+            await self.group.stop()  # first: peers see it left while it still could answer
         if self.orchestration is not None:
             await self.orchestration.idle.stop()
         await self.approvals.stop()
@@ -175,6 +182,7 @@ async def build_core(
     models: ModelAliases | None = None,
     wakeups: Wakeups | None = None,
     skills: SkillsConfig | None = None,
+    group: GroupConfig | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime.
 
@@ -195,6 +203,7 @@ async def build_core(
             the bus, the ephemeral hub and the schedules wake and are woken by them.
         skills: the ``[skills]`` section (default: Agent Skills on), read from the
             workspace and the home's ``skills/`` (`core.skills.model.default_skill_sources`).
+        group: the ``[group]`` section; enabled, `CoreApp.group` reads the roster.
     """
     await asyncio.to_thread(scaffold_workspace, workspace)
     if store is None:
@@ -391,6 +400,22 @@ async def build_core(
         bus.connect(wakeups)
         turn_services.hub.connect(wakeups)
         schedules.on_change = lambda: wakeups.announce(("schedules", ""))
+    group_service = (
+        GroupService(
+            store=store,
+            url=store_url,
+            config=group,
+            name=group.member_name(agent.name),
+            workspace=workspace,
+            sources=CapabilitySources(
+                tools=registry.names,
+                agents=lambda: _names(task_registry.catalog.agents()),
+                skills=(lambda: _names(skill_catalog.skills())) if skill_catalog else None,
+            ),
+        )
+        if group is not None and group.enabled
+        else None
+    )
     return CoreApp(
         store=store,
         bus=bus,
@@ -412,4 +437,9 @@ async def build_core(
         tasks=task_registry,
         skills=skill_catalog,
         orchestration=orchestration,
+        group=group_service,
     )
+
+
+async def _names(mapping: Awaitable[Mapping[str, object]]) -> list[str]:
+    return list(await mapping)

@@ -286,6 +286,7 @@ class Gateway(GatewayParts):
             models=self.config.models,
             wakeups=self.wakeups,
             skills=self.config.skills,
+            group=self.config.group,
         )
         if self.channel is not None:
             await self._start_channel_process(channels)
@@ -311,6 +312,10 @@ class Gateway(GatewayParts):
             await self.scheduler.start()
         if "channels" in self.roles:
             await self._start_listeners()
+            if self.core.group is not None and self.channel is None:  # one per gateway
+                await self.core.group.start(
+                    version=VERSION, channels=sorted(self.config.channels.enabled())
+                )
 
     async def _start_channel_process(self, channels: list[Channel]) -> None:
         """A ``channel:<name>`` process: its channel and delivery, its private socket."""
