@@ -23,7 +23,9 @@ from core.bus.wakeups import Wakeups
 from core.commands import CommandRouter
 from core.events import EventLog
 from core.group.config import GroupConfig
+from core.group.delegation import Delegation
 from core.group.identity import CapabilitySources
+from core.group.peer_tasks import GROUP_CHANNEL
 from core.group.service import GroupService
 from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
 from core.hooks.transcript import hook_transcripts
@@ -75,8 +77,9 @@ from core.workspace import scaffold_workspace
 
 __all__ = ["CORE_CHANNELS", "CoreApp", "build_core"]
 
-CORE_CHANNELS = frozenset({SUBAGENT_CHANNEL, HEARTBEAT_CHANNEL})
-"""Outbox channels core delivers itself (subagent answers, heartbeat check-ins)."""
+CORE_CHANNELS = frozenset({SUBAGENT_CHANNEL, HEARTBEAT_CHANNEL, GROUP_CHANNEL})
+"""Outbox channels core delivers itself (subagent answers, heartbeat check-ins, answers
+to the tasks group peers delegated)."""
 
 
 @dataclass(kw_only=True)
@@ -108,6 +111,8 @@ class CoreApp:
     """Todos, session modes and memory consolidation (with subagents on)."""
     group: GroupService | None = None
     """Group mode (``[group] enabled``): the roster; the gateway starts the heartbeat."""
+    delegation: Delegation | None = None
+    """Group mode: tasks delegated to and from peers (run with the agent side)."""
 
     async def start(self) -> None:
         """Start everything (the one-process gateway): the agent side and the schedules."""
@@ -126,6 +131,8 @@ class CoreApp:
         """What runs beside the turns: subagent answers, approvals, memory indexing,
         compaction, MCP servers."""
         await self.tasks.start()
+        if self.delegation is not None:
+            await self.delegation.start()
         await self.approvals.start()
         await self.memory_files.start()
         if self.memory.semantic is not None:
@@ -154,6 +161,8 @@ class CoreApp:
         if self.mcp.host is not None:
             await self.mcp.host.stop()
         await self.mcp.stop()
+        if self.delegation is not None:
+            await self.delegation.stop()
         await self.tasks.stop()
         await self.compaction.stop()
         if self.provider is not None:
@@ -416,6 +425,12 @@ async def build_core(
         if group is not None and group.enabled
         else None
     )
+    delegation = None
+    if group_service is not None:
+        delegation = Delegation(
+            store=store, bus=bus, events=events, group=group_service, subagents=tools.subagents
+        )
+        turn_services.tool_deps.add(delegation.peers)
     return CoreApp(
         store=store,
         bus=bus,
@@ -438,6 +453,7 @@ async def build_core(
         skills=skill_catalog,
         orchestration=orchestration,
         group=group_service,
+        delegation=delegation,
     )
 
 
