@@ -32,6 +32,7 @@ from core.bus.sql import SqlBus
 from core.errors import TaskRefused
 from core.event_data import SubagentStarted
 from core.events import Event, EventLog
+from core.group.config import member_name_problem
 from core.group.roster import Member, Roster
 from core.messages import Delivery
 from core.store.engine import Store
@@ -43,7 +44,7 @@ from core.tasks.repository import TaskRepository
 from core.tools.base import ToolContext
 from core.tools.subagents_config import SubagentsConfig
 
-from .peer_tasks import GROUP_SESSION_PREFIX, group_session_key
+from .peer_tasks import GROUP_SESSION_PREFIX, MAX_PROMPT_CHARS, group_session_key
 from .settle import Settler
 from .tables import group_tasks
 from .task_rows import ACTIVE_STATES, GroupTasks
@@ -52,7 +53,6 @@ __all__ = ["GroupDelegation"]
 
 log = logging.getLogger(__name__)
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _POLL = 1.0
 _tasks = TaskRow.__table__  # type: ignore[attr-defined]
 _SPAWN_KEYS_KEPT = 10_000
@@ -139,8 +139,8 @@ class GroupDelegation(Peers):
 
     async def _checked_peer(self, ctx: ToolContext, request: PeerSpawn) -> Member:
         peer = request.peer
-        if not _NAME.match(peer):
-            raise TaskRefused(f"{PEER_PREFIX}{peer!r} is not a member name")
+        if (problem := member_name_problem(peer)) is not None:
+            raise TaskRefused(problem)
         if peer == self.name:
             raise TaskRefused(f"{peer!r} is this assistant itself: do the task yourself")
         if ctx.root_session_key.startswith(GROUP_SESSION_PREFIX):
@@ -160,6 +160,8 @@ class GroupDelegation(Peers):
             raise TaskRefused("the prompt is empty: say what the peer should do")
         if prompt.startswith("/"):
             raise TaskRefused("a prompt may not start with '/' (it would be a slash command)")
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise TaskRefused(f"the prompt is longer than {MAX_PROMPT_CHARS} characters")
         member = await self._roster.member(peer)
         if member is None:
             names = [m.name for m in await self._roster.members() if m.state == "active"]

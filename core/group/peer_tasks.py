@@ -29,7 +29,13 @@ from core.store.engine import Store
 
 from .task_rows import GroupTask, GroupTasks
 
-__all__ = ["GROUP_CHANNEL", "GROUP_SESSION_PREFIX", "PeerTaskService", "group_session_key"]
+__all__ = [
+    "GROUP_CHANNEL",
+    "GROUP_SESSION_PREFIX",
+    "MAX_PROMPT_CHARS",
+    "PeerTaskService",
+    "group_session_key",
+]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,8 @@ GROUP_CHANNEL = "group"
 """The channel of delegated tasks: its outbox is delivered by this service."""
 GROUP_SESSION_PREFIX = "group:"
 _POLL = 1.0
+MAX_PROMPT_CHARS = 100_000
+"""The longest prompt a peer runs (a caller checks it too)."""
 """Seconds between looks for tasks a lost NOTIFY did not announce."""
 
 
@@ -128,11 +136,8 @@ class PeerTaskService:
         """Refuse the task, or put it on the bus and mark it running (publish first: a
         crash in between publishes again, and the bus drops the repeat)."""
         session = group_session_key(task.caller, task.id)
-        if task.caller not in self._accept:
-            why = (
-                f"{self.name} does not run tasks from {task.caller} "
-                f"(its group.accept_from does not name {task.caller})"
-            )
+        why = self._refusal(task)
+        if why is not None:
             refused = {"status": "refused", "error": why}
             if await self._tasks.change(task, refused, when=("queued",), by=self.name):
                 await self._note(session, SessionError(error=why, kind="GroupTaskRefused"))
@@ -154,6 +159,21 @@ class PeerTaskService:
             task, running, when=("queued",), by=self.name, lease=self._lease
         ):
             log.info("group task taken id=%s from=%s mode=%s", task.id, task.caller, task.mode)
+
+    def _refusal(self, task: GroupTask) -> str | None:
+        """Why this member does not run ``task`` (checked here, whatever the caller
+        checked: the caller is another program)."""
+        if task.caller not in self._accept:
+            return (
+                f"{self.name} does not run tasks from {task.caller} "
+                f"(its group.accept_from does not name {task.caller})"
+            )
+        prompt = task.prompt.strip()
+        if not prompt or prompt.startswith("/"):
+            return "the prompt is empty or starts with '/' (a slash command): not run"
+        if len(prompt) > MAX_PROMPT_CHARS:
+            return f"the prompt is longer than {MAX_PROMPT_CHARS} characters: not run"
+        return None
 
     async def _note(self, session: str, data: SessionError) -> None:
         def job(conn: Connection) -> None:
