@@ -211,7 +211,8 @@ def _section(path: str, value: BaseModel, cls: type[BaseModel]) -> list[str]:
         if isinstance(field_value, BaseModel):
             nested.append((name, field_value))
         else:
-            lines.extend(_entry(name, field_value, docs.get(name)))
+            key = cls.model_fields[name].alias or name
+            lines.extend(_entry(key, field_value, docs.get(name)))
     for name, sub in nested:
         lines.extend(_section(f"{path}.{toml_key(name)}", sub, type(sub)))
     return lines

@@ -311,11 +311,11 @@ class Gateway(GatewayParts):
             )
             await self.scheduler.start()
         if "channels" in self.roles:
-            await self._start_listeners()
             if self.core.group is not None and self.channel is None:  # one per gateway
                 await self.core.group.start(
                     version=VERSION, channels=sorted(self.config.channels.enabled())
                 )
+            await self._start_listeners()
 
     async def _start_channel_process(self, channels: list[Channel]) -> None:
         """A ``channel:<name>`` process: its channel and delivery, its private socket."""

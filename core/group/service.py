@@ -141,6 +141,21 @@ class GroupService:
             await self.signals.stop()
             self.signals = None
 
+    async def report(self) -> dict[str, Any]:
+        """This member and the others, for ``familiar status`` (JSON-ready)."""
+        members = await self.roster.members()
+        return {
+            "name": self.name,
+            "joined": self.running,
+            "store_schema": self.store.schema,
+            "heartbeat_s": self.config.heartbeat,
+            "last_beat": self.last_beat.isoformat() if self.last_beat else None,
+            "accept_from": list(self.config.accept_from),
+            "members": [
+                {"name": m.name, "state": m.state, "host": m.host} for m in members
+            ],
+        }
+
     async def _run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):

@@ -29,6 +29,7 @@ from gateway.commands.common import (
     resolve_home,
     stdout_console,
 )
+from gateway.commands.doctor_group import group_checks
 from gateway.commands.doctor_memory import memory_checks
 from gateway.commands.doctor_skills import skill_checks
 from gateway.commands.doctor_store import store_checks
@@ -370,6 +371,7 @@ async def _doctor(home: Path) -> list[_Check]:
     checks += [_Check(*check) for check in await asyncio.to_thread(skill_checks, home, config)]
     checks += [_Check(*check) for check in await store_checks(home, config)]
     checks += [_Check(*check) for check in await memory_checks(home, config)]
+    checks += [_Check(*check) for check in await group_checks(home, config)]
     provider, sandbox, hooks, daemon = await asyncio.gather(
         _check_provider(config),
         _check_sandbox(config),
