@@ -278,7 +278,7 @@ class GroupDelegation(Peers):
             ended = await self._settler.check(record)
             if ended is not None:
                 status, text = ended
-                current = await TaskRepository(store=self._store).get(record.id) or record
+                current = await self._settler.repo.get(record.id) or record
                 return handoff_fields(current, status=status, result=text, limit=limit)
             left = deadline - self._clock()
             if left <= 0:

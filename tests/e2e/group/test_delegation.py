@@ -105,10 +105,16 @@ async def test_sync_answer_the_peers_policy_and_a_refusal(
 
             # A peer whose accept_from does not name the caller refuses, clearly.
             text = await _reply(home, await home.submit("cli:r", _spawn("bot", "do it")))
-            _, status, _, error = await _task(db, "home", "do it")
+            task_id, status, _, error = await _task(db, "home", "do it")
             assert status == "refused"
-            assert "accept_from" in error
-            assert "refused" in text
+            assert (
+                error
+                == "bot does not run tasks from home (its group.accept_from does not name home)"
+            )
+            assert '"status":"refused"' in text
+            (refusal,) = await _events(db, db.schema("bot"), f"group:home:{task_id}")
+            assert refusal[0] == "session.error"
+            assert "GroupTaskRefused" in refusal[1]
             records = await db.rows(
                 f"SELECT status, error FROM {db.schema('home')}.subagent_tasks "
                 "WHERE agent_type = 'peer:bot'"
