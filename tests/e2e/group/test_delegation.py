@@ -141,6 +141,10 @@ async def test_background_after_a_caller_restart_a_killed_peer_and_a_gone_one(
                 await _until_task(db, "home", "!sleep 2 background work", "running")
                 await home.kill()  # the caller goes down while the peer works
             await _until_task(db, "home", "!sleep 2 background work", "done")
+            replies = await db.rows(
+                f"SELECT id FROM {db.schema('home')}.outbound WHERE session_key = 'cli:b'"
+            )
+            assert len(replies) == 1  # no handoff yet: nobody of "home" runs
             async with member(homes[0]) as home:
                 await home.wait_ready()  # restarted: it re-watches its open peer tasks
 
