@@ -16,7 +16,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
 
-from core.group.tables import ensure_group_tables, group_members
+from core.group.tables import GROUP_SCHEMA, ensure_group_tables, group_members
 from core.group.timeline import TimelineKind, append_entry
 from core.store.engine import Store
 
@@ -86,6 +86,13 @@ class Roster:
         """Create the shared schema and tables if missing (idempotent)."""
         async with self.store.engine.begin() as conn:
             await ensure_group_tables(conn)
+
+    async def exists(self) -> bool:
+        """Whether the shared tables exist (no member ever joined: they do not)."""
+        name = f"{GROUP_SCHEMA}.{group_members.name}"
+        found = sa.select(sa.func.to_regclass(name).is_not(None).label("found"))
+        rows = await self.store.fetch(found)
+        return bool(rows[0]["found"])
 
     async def members(self) -> list[Member]:
         """Every member ever announced (left and gone ones too), by name."""

@@ -74,22 +74,18 @@ async def read_timeline(home: Path, config: FamiliarConfig, limit: int) -> list[
 async def _with_store(
     home: Path, config: FamiliarConfig, read: Callable[[Store], Awaitable[Rows]]
 ) -> Rows:
-    from sqlalchemy.exc import ProgrammingError
-
+    from core.group.roster import Roster
     from core.store.engine import Store
     from gateway.config import store_url
 
     store = Store(url=store_url(home, config), config=config.store)
     await store.open(migrate=False)
     try:
-        result = await read(store)
-    except ProgrammingError as exc:
-        if "does not exist" in str(exc):  # no member has created the group's tables yet
-            return []
-        raise
+        if not await Roster(store, expire_after=config.group.expire_after).exists():
+            return []  # no member has created the group's tables yet
+        return await read(store)
     finally:
         await store.close()
-    return result
 
 
 def _member_json(member: Member) -> dict[str, Any]:
