@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable, Collection
 
 from sqlalchemy import Connection
@@ -43,6 +44,7 @@ GROUP_CHANNEL = "group"
 """The channel of delegated tasks: its outbox is delivered by this service."""
 GROUP_SESSION_PREFIX = "group:"
 _POLL = 1.0
+_TASK_ID = re.compile(r"[0-9a-f]{8,32}")
 MAX_PROMPT_CHARS = 100_000
 """The longest prompt a peer runs (a caller checks it too)."""
 """Seconds between looks for tasks a lost NOTIFY did not announce."""
@@ -163,6 +165,8 @@ class PeerTaskService:
     def _refusal(self, task: GroupTask) -> str | None:
         """Why this member does not run ``task`` (checked here, whatever the caller
         checked: the caller is another program)."""
+        if not _TASK_ID.fullmatch(task.id):
+            return f"{task.id!r} is not a task id: not run"
         if task.caller not in self._accept:
             return (
                 f"{self.name} does not run tasks from {task.caller} "
