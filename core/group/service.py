@@ -151,9 +151,7 @@ class GroupService:
             "heartbeat_s": self.config.heartbeat,
             "last_beat": self.last_beat.isoformat() if self.last_beat else None,
             "accept_from": list(self.config.accept_from),
-            "members": [
-                {"name": m.name, "state": m.state, "host": m.host} for m in members
-            ],
+            "members": [{"name": m.name, "state": m.state, "host": m.host} for m in members],
         }
 
     async def _run(self) -> None:
