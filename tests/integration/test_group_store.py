@@ -28,7 +28,7 @@ from core.store.migrate import current_revision, head_revision
 from gateway.cli import app
 from gateway.commands.doctor_group import group_checks
 from gateway.config import load_config
-from tests.waiting import eventually
+from tests.waiting import eventually, started
 
 pytestmark = pytest.mark.postgres
 
@@ -252,3 +252,28 @@ async def test_the_cli_refuses_a_sqlite_home(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert "needs a PostgreSQL store" in result.output
+
+
+async def test_a_member_is_woken_when_a_peer_joins_and_leaves(
+    stores: dict[str, Store], pg_url: str, tmp_path: Path
+) -> None:
+    home = _service(stores["home"], pg_url, "home", tmp_path)
+    work = _service(stores["work"], pg_url, "work", tmp_path)
+    await home.start(version="1")
+    try:
+        joined = await started(home.wait_change(timeout=30))  # waiting before work starts
+        await work.start(version="1")
+        assert await joined
+        left = await started(home.wait_change(timeout=30))
+        await work.stop()
+        assert await left
+    finally:
+        await work.stop()
+        await home.stop()
+    kinds = [(e.member, e.kind) for e in await home.timeline.recent()]
+    assert kinds == [
+        ("home", "group.joined"),
+        ("work", "group.joined"),
+        ("work", "group.left"),
+        ("home", "group.left"),
+    ]
