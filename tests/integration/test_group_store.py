@@ -35,12 +35,10 @@ pytestmark = pytest.mark.postgres
 
 @pytest.fixture
 async def stores(pg_url: str) -> AsyncIterator[dict[str, Store]]:
-    """The database's default schema (migrated first) and two assistants' schemas."""
-    opened = {"public": Store(url=pg_url)}
-    await opened["public"].open()
-    for name in ("home", "work"):
-        opened[name] = Store(url=pg_url, config=StoreConfig(schema=name))
-        await opened[name].open()
+    """Two assistants' stores; not migrated: the group's tables are not theirs."""
+    opened = {name: Store(url=pg_url, config=StoreConfig(schema=name)) for name in ("home", "work")}
+    for store in opened.values():
+        await store.open(migrate=False)
     try:
         yield opened
     finally:
@@ -48,18 +46,24 @@ async def stores(pg_url: str) -> AsyncIterator[dict[str, Store]]:
             await store.close()
 
 
-async def test_each_schema_is_its_own_assistant_with_its_own_migrations(
-    stores: dict[str, Store],
-) -> None:
-    await SessionStore(store=stores["home"]).new_epoch("cli:only-home", "cli")
-    counts = {name: await SessionStore(store=s).count() for name, s in stores.items()}
-    assert counts == {"public": 0, "home": 1, "work": 0}
-    for name, store in stores.items():
-        schema = None if name == "public" else name
-        async with store.engine.connect() as conn:
-            assert await conn.run_sync(current_revision, schema) == head_revision()
+async def test_each_schema_is_its_own_assistant_with_its_own_migrations(pg_url: str) -> None:
+    stores = {"public": Store(url=pg_url)}
+    stores |= {n: Store(url=pg_url, config=StoreConfig(schema=n)) for n in ("home", "work")}
+    try:
+        for store in stores.values():
+            await store.open()
+        await SessionStore(store=stores["home"]).new_epoch("cli:only-home", "cli")
+        counts = {name: await SessionStore(store=s).count() for name, s in stores.items()}
+        assert counts == {"public": 0, "home": 1, "work": 0}
+        for name, store in stores.items():
+            schema = None if name == "public" else name
+            async with store.engine.connect() as conn:
+                assert await conn.run_sync(current_revision, schema) == head_revision()
             health = await store.health.check()
-        assert health.ok, health.detail
+            assert health.ok, health.detail
+    finally:
+        for store in stores.values():
+            await store.close()
 
 
 async def test_a_new_schema_is_migrated_even_when_public_is_at_head(pg_url: str) -> None:
