@@ -28,19 +28,17 @@ from core.store.migrate import current_revision, head_revision
 from gateway.cli import app
 from gateway.commands.doctor_group import group_checks
 from gateway.config import load_config
-from tests.waiting import eventually
+from tests.waiting import eventually, started
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
 async def stores(pg_url: str) -> AsyncIterator[dict[str, Store]]:
-    """The database's default schema (migrated first) and two assistants' schemas."""
-    opened = {"public": Store(url=pg_url)}
-    await opened["public"].open()
-    for name in ("home", "work"):
-        opened[name] = Store(url=pg_url, config=StoreConfig(schema=name))
-        await opened[name].open()
+    """Two assistants' stores; not migrated: the group's tables are not theirs."""
+    opened = {name: Store(url=pg_url, config=StoreConfig(schema=name)) for name in ("home", "work")}
+    for store in opened.values():
+        await store.open(migrate=False)
     try:
         yield opened
     finally:
@@ -48,18 +46,24 @@ async def stores(pg_url: str) -> AsyncIterator[dict[str, Store]]:
             await store.close()
 
 
-async def test_each_schema_is_its_own_assistant_with_its_own_migrations(
-    stores: dict[str, Store],
-) -> None:
-    await SessionStore(store=stores["home"]).new_epoch("cli:only-home", "cli")
-    counts = {name: await SessionStore(store=s).count() for name, s in stores.items()}
-    assert counts == {"public": 0, "home": 1, "work": 0}
-    for name, store in stores.items():
-        schema = None if name == "public" else name
-        async with store.engine.connect() as conn:
-            assert await conn.run_sync(current_revision, schema) == head_revision()
+async def test_each_schema_is_its_own_assistant_with_its_own_migrations(pg_url: str) -> None:
+    stores = {"public": Store(url=pg_url)}
+    stores |= {n: Store(url=pg_url, config=StoreConfig(schema=n)) for n in ("home", "work")}
+    try:
+        for store in stores.values():
+            await store.open()
+        await SessionStore(store=stores["home"]).new_epoch("cli:only-home", "cli")
+        counts = {name: await SessionStore(store=s).count() for name, s in stores.items()}
+        assert counts == {"public": 0, "home": 1, "work": 0}
+        for name, store in stores.items():
+            schema = None if name == "public" else name
+            async with store.engine.connect() as conn:
+                assert await conn.run_sync(current_revision, schema) == head_revision()
             health = await store.health.check()
-        assert health.ok, health.detail
+            assert health.ok, health.detail
+    finally:
+        for store in stores.values():
+            await store.close()
 
 
 async def test_a_new_schema_is_migrated_even_when_public_is_at_head(pg_url: str) -> None:
@@ -252,3 +256,28 @@ async def test_the_cli_refuses_a_sqlite_home(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert "needs a PostgreSQL store" in result.output
+
+
+async def test_a_member_is_woken_when_a_peer_joins_and_leaves(
+    stores: dict[str, Store], pg_url: str, tmp_path: Path
+) -> None:
+    home = _service(stores["home"], pg_url, "home", tmp_path)
+    work = _service(stores["work"], pg_url, "work", tmp_path)
+    await home.start(version="1")
+    try:
+        joined = await started(home.wait_change(timeout=30))  # waiting before work starts
+        await work.start(version="1")
+        assert await joined
+        left = await started(home.wait_change(timeout=30))
+        await work.stop()
+        assert await left
+    finally:
+        await work.stop()
+        await home.stop()
+    kinds = [(e.member, e.kind) for e in await home.timeline.recent()]
+    assert kinds == [
+        ("home", "group.joined"),
+        ("work", "group.joined"),
+        ("work", "group.left"),
+        ("home", "group.left"),
+    ]

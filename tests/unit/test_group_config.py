@@ -41,9 +41,7 @@ def test_a_postgresql_member_with_its_schema_loads(tmp_path: Path) -> None:
     assert config.group.heartbeat == 0.5  # fractions of a second, for tests
 
 
-def test_store_schema_from_the_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_store_schema_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAMILIAR_STORE__URL", PG)
     monkeypatch.setenv("FAMILIAR_STORE__SCHEMA", "work")
     assert load_config(tmp_path).store.search_schema == "work"
