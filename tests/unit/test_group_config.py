@@ -92,3 +92,31 @@ def test_config_show_loads_the_group_table_alone_but_the_gateway_refuses_it(
 def test_the_store_refuses_a_schema_on_sqlite(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="PostgreSQL only"):
         Store(url=f"sqlite+aiosqlite:///{tmp_path / 'f.db'}", config=StoreConfig(schema="x"))
+
+
+def test_status_shows_the_membership_and_the_peers() -> None:
+    from rich.console import Console
+
+    from gateway.commands.inspect import _status_table
+
+    status = {
+        "store": "postgresql",
+        "store_schema": "home",
+        "store_health": {"ok": True, "detail": "schema at revision 0013"},
+        "group": {
+            "name": "home",
+            "joined": True,
+            "heartbeat_s": 30.0,
+            "members": [
+                {"name": "home", "state": "active"},
+                {"name": "work", "state": "gone"},
+                {"name": "bot", "state": "left"},
+            ],
+        },
+    }
+    console = Console(width=200, record=True)
+    console.print(_status_table(status))
+    text = console.export_text()
+    assert "postgresql schema home: ok (schema at revision 0013)" in text
+    assert "home joined, heartbeat 30.0s" in text
+    assert "work gone, bot left" in text
