@@ -308,3 +308,20 @@ async def test_a_reload_is_announced_before_the_next_heartbeat(
         await service.stop()
     kinds = [e.kind for e in await service.timeline.recent()]
     assert kinds == ["group.joined", "group.updated", "group.left"]
+
+
+async def test_replicas_announcing_together_make_one_row(pg_url: str) -> None:
+    replicas = [Store(url=pg_url, config=StoreConfig(schema="home")) for _ in range(3)]
+    for store in replicas:
+        await store.open(migrate=False)
+    try:
+        rosters = [Roster(store, expire_after=60) for store in replicas]
+        await rosters[0].ensure_tables()
+        kinds = await asyncio.gather(
+            *(r.announce(_snapshot("home"), starting=True) for r in rosters)
+        )
+        assert kinds == ["group.joined"] * 3  # each replica's start is told
+        assert [m.name for m in await rosters[0].members()] == ["home"]
+    finally:
+        for store in replicas:
+            await store.close()
