@@ -48,6 +48,7 @@ __all__ = [
     "GatewayConfig",
     "HttpConfig",
     "UninstalledChannel",
+    "check_shared_store",
     "config_model",
     "default_home",
     "hooks_dir",
@@ -402,10 +403,22 @@ def load_config(
         ) from exc
     except (OSError, ValueError) as exc:  # unreadable file, TOML syntax error
         raise ConfigError(f"cannot read {path}: {exc}") from exc
+    return config
+
+
+def check_shared_store(home: Path, config: FamiliarConfig) -> None:
+    """Refuse ``store.schema`` or ``[group] enabled`` on a store they cannot work with.
+
+    Not part of `load_config`: each table stays loadable (and shown by ``config show``)
+    on its own; the gateway refuses to start (exit 78) and ``doctor`` fails.
+
+    Raises:
+        ConfigError: naming the key and the reason.
+    """
     if (problem := shared_store_problem(config)) is not None:
         key, reason = problem
-        raise ConfigError(f"invalid configuration ({path}): {key}: {reason}", key=key)
-    return config
+        where = f"{home / CONFIG_FILE} or FAMILIAR_* environment variables"
+        raise ConfigError(f"invalid configuration ({where}):\n  {key}: {reason}", key=key)
 
 
 def shared_store_problem(config: FamiliarConfig) -> tuple[str, str] | None:

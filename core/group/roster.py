@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
 
 from core.group.tables import GROUP_SCHEMA, ensure_group_tables, group_members
@@ -157,11 +158,14 @@ class Roster:
         table = group_members
 
         def job(conn: sa.Connection) -> TimelineKind | None:
-            query = sa.select(table).where(table.c.name == snapshot.name).with_for_update()
-            old = conn.execute(query).mappings().first()
-            if old is None:
-                conn.execute(sa.insert(table).values(name=snapshot.name, **values))
-            else:
+            # Replicas of one assistant share its name: the first insert wins, the others
+            # update the row it made (locked, so each compares with the one before).
+            insert = pg_insert(table).values(name=snapshot.name, **values)
+            made = conn.execute(insert.on_conflict_do_nothing().returning(table.c.name))
+            old = None
+            if made.first() is None:
+                query = sa.select(table).where(table.c.name == snapshot.name).with_for_update()
+                old = conn.execute(query).mappings().one()
                 conn.execute(sa.update(table).where(table.c.name == snapshot.name).values(values))
             kind = _change(old, snapshot, starting=starting)
             if kind is not None:

@@ -1,10 +1,11 @@
 """Group membership of this assistant: announce, heartbeat, leave, notice expiries.
 
 One process of a gateway runs it (the one with the control socket). Every heartbeat
-writes a fresh snapshot (``group.updated`` when tools, agents, skills, the identity or
-the description changed since the last one), records the peers that went silent as
-``group.expired``, and prunes the timeline past its retention. `GroupService.refresh`
-makes the next heartbeat happen now (a reload); peers' notes wake `wait_change`.
+writes a fresh snapshot, records the peers that went silent as ``group.expired``, and
+prunes the timeline past its retention. Between heartbeats the snapshot is taken
+again every `CHANGE_CHECK` seconds, without writing: when tools, agents, skills or
+the identity changed (a reload), it is announced at once (``group.updated``). Peers'
+notes wake `wait_change`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from core.errors import ConfigError, FamiliarError
 from core.group.config import GroupConfig
 from core.group.identity import CapabilitySources, identity_excerpt, take_snapshot
-from core.group.roster import Roster
+from core.group.roster import Roster, Snapshot
 from core.group.signals import GroupSignals
 from core.group.timeline import Timeline
 from core.messages import utcnow
@@ -32,6 +33,11 @@ from core.store.engine import Store
 __all__ = ["GroupService"]
 
 log = logging.getLogger(__name__)
+
+CHANGE_CHECK = 2.0
+"""Seconds between two looks at the tools, agents, skills and identity files (in
+memory, and a ``stat`` of the files at most): a change is announced at once, not at
+the next heartbeat."""
 
 
 class GroupService:
@@ -71,6 +77,7 @@ class GroupService:
         self._loop: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
+        self._announced: dict[str, Any] = {}
 
     @property
     def running(self) -> bool:
@@ -99,12 +106,12 @@ class GroupService:
         self.signals.on(self._note)
         await self.signals.start()
         self.started_at = utcnow()
-        await self._announce(starting=True)
+        await self._announce(await self._snapshot(), starting=True)
         self._loop = asyncio.create_task(self._run(), name="group-heartbeat")
         log.info("group joined name=%s heartbeat=%gs", self.name, self.config.heartbeat)
 
     def refresh(self) -> None:
-        """Announce now instead of at the next heartbeat (tools, agents or skills changed)."""
+        """Announce now instead of at the next heartbeat."""
         self._wake.set()
 
     async def wait_change(self, timeout: float) -> bool:
@@ -115,9 +122,9 @@ class GroupService:
             return True
         return False
 
-    async def beat(self) -> None:
+    async def beat(self, snapshot: Snapshot | None = None) -> None:
         """One heartbeat: announce, record silent peers, prune the timeline."""
-        await self._announce(starting=False)
+        await self._announce(snapshot or await self._snapshot(), starting=False)
         expired = await self.roster.expire_stale()
         for name in expired:
             log.info("group member expired name=%s", name)
@@ -155,19 +162,28 @@ class GroupService:
         }
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time() + self.config.heartbeat
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.config.heartbeat)
+                wait = min(CHANGE_CHECK, max(due - loop.time(), 0.0))
+                await asyncio.wait_for(self._wake.wait(), wait)
+            woken = self._wake.is_set()
             self._wake.clear()
             try:
-                await self.beat()
+                snapshot = await self._snapshot()
+                if loop.time() >= due:
+                    due = loop.time() + self.config.heartbeat
+                    await self.beat(snapshot)
+                elif woken or snapshot.announced() != self._announced:
+                    await self._announce(snapshot, starting=False)  # a reload: tell it now
             except (FamiliarError, SQLAlchemyError, OSError) as exc:
                 log.warning("group heartbeat failed: %s", exc)
 
-    async def _announce(self, *, starting: bool) -> None:
+    async def _snapshot(self) -> Snapshot:
         assert self.started_at is not None
         identity = await asyncio.to_thread(identity_excerpt, self.workspace)
-        snapshot = await take_snapshot(
+        return await take_snapshot(
             name=self.name,
             config=self.config,
             identity=identity,
@@ -176,7 +192,10 @@ class GroupService:
             store_schema=self.store.schema,
             started_at=self.started_at,
         )
+
+    async def _announce(self, snapshot: Snapshot, *, starting: bool) -> None:
         kind = await self.roster.announce(snapshot, starting=starting)
+        self._announced = snapshot.announced()
         self.last_beat = utcnow()
         if kind is not None:
             log.info("group %s name=%s", kind, self.name)

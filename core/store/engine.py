@@ -46,6 +46,7 @@ class Store:
         self._writer: SqliteWriter | None = None
         self._health: StoreHealth | None = None
         self.path = sqlite_path(url) if self.dialect == "sqlite" else None
+        """The SQLite database file (None on a server or in memory)."""
         self.schema = self.config.search_schema
         """PostgreSQL: the schema of this assistant's tables (None: the search path)."""
         if self.schema is not None and self.dialect != "postgresql":
@@ -54,7 +55,6 @@ class Store:
                 "postgresql+asyncpg:// database)",
                 key="store.schema",
             )
-        """The SQLite database file (None on a server or in memory)."""
         self.condition = StoreCondition(
             where=str(self.path) if self.path else parsed.render_as_string(hide_password=True),
             directory=self.path.parent if self.path else None,

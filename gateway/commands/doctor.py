@@ -35,7 +35,14 @@ from gateway.commands.doctor_skills import skill_checks
 from gateway.commands.doctor_store import store_checks
 from gateway.commands.trust import trust_checks
 from gateway.commands.undelivered_view import undelivered_checks
-from gateway.config import CONFIG_FILE, FamiliarConfig, hooks_dir, load_config, workspace_dir
+from gateway.config import (
+    CONFIG_FILE,
+    FamiliarConfig,
+    check_shared_store,
+    hooks_dir,
+    load_config,
+    workspace_dir,
+)
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.mcp import resolve_mcp
 from gateway.plugins import ChannelPlugins, build_channels, discover_channels
@@ -361,6 +368,7 @@ async def _doctor(home: Path) -> list[_Check]:
         config = load_config(home, channel_plugins=plugins)
         source = home / CONFIG_FILE
         where = str(source) if source.is_file() else f"defaults ({source} not found)"
+        check_shared_store(home, config)
         checks = [_Check("config valid", True, where)]
     except ConfigError as exc:
         checks = [_Check("config valid", False, str(exc)), *_channel_config_error(exc)]

@@ -18,7 +18,7 @@ from core.errors import ConfigError
 from core.group.config import GroupConfig
 from core.group.identity import CapabilitySources
 from core.group.roster import Roster, Snapshot
-from core.group.service import GroupService
+from core.group.service import CHANGE_CHECK, GroupService
 from core.group.signals import GroupSignals
 from core.group.timeline import Timeline
 from core.sessions import SessionStore
@@ -281,3 +281,47 @@ async def test_a_member_is_woken_when_a_peer_joins_and_leaves(
         ("work", "group.left"),
         ("home", "group.left"),
     ]
+
+
+async def test_a_reload_is_announced_before_the_next_heartbeat(
+    stores: dict[str, Store], pg_url: str, tmp_path: Path
+) -> None:
+    tools = ["read_file"]
+    service = GroupService(
+        store=stores["home"],
+        url=pg_url,
+        config=GroupConfig(enabled=True, name="home", heartbeat=600, expire_after=1200),
+        name="home",
+        workspace=tmp_path,
+        sources=CapabilitySources(tools=lambda: tools),
+    )
+    await service.start(version="1")
+    try:
+        tools.append("mcp__calendar__add")  # as an MCP server's reload registers it
+
+        async def announced() -> bool:
+            found = await service.roster.member("home")
+            return found is not None and "mcp__calendar__add" in found.capabilities["tools"]
+
+        await eventually(announced, timeout=CHANGE_CHECK * 5, what="the new tool announced")
+    finally:
+        await service.stop()
+    kinds = [e.kind for e in await service.timeline.recent()]
+    assert kinds == ["group.joined", "group.updated", "group.left"]
+
+
+async def test_replicas_announcing_together_make_one_row(pg_url: str) -> None:
+    replicas = [Store(url=pg_url, config=StoreConfig(schema="home")) for _ in range(3)]
+    for store in replicas:
+        await store.open(migrate=False)
+    try:
+        rosters = [Roster(store, expire_after=60) for store in replicas]
+        await rosters[0].ensure_tables()
+        kinds = await asyncio.gather(
+            *(r.announce(_snapshot("home"), starting=True) for r in rosters)
+        )
+        assert kinds == ["group.joined"] * 3  # each replica's start is told
+        assert [m.name for m in await rosters[0].members()] == ["home"]
+    finally:
+        for store in replicas:
+            await store.close()

@@ -10,15 +10,16 @@ from core.errors import ConfigError
 from core.group.config import GroupConfig
 from core.store.config import StoreConfig
 from core.store.engine import Store
-from gateway.config import load_config
+from gateway.config import check_shared_store, load_config
 
 PG = "postgresql+asyncpg://u@127.0.0.1/db"
 
 
-def _load(home: Path, toml: str) -> object:
+def _load(home: Path, toml: str) -> None:
+    """What the gateway does at start: load, then check the store fits."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(toml, encoding="utf-8")
-    return load_config(home)
+    check_shared_store(home, load_config(home))
 
 
 def test_defaults_are_off_and_share_everything() -> None:
@@ -77,6 +78,45 @@ def test_bad_group_or_schema_settings_name_the_key(
     assert fragment in str(info.value)
 
 
+def test_config_show_loads_the_group_table_alone_but_the_gateway_refuses_it(
+    tmp_path: Path,
+) -> None:
+    # each documented table loads on its own; the check across sections is the gateway's
+    (tmp_path / "config.toml").write_text("[group]\nenabled = true\n", encoding="utf-8")
+    config = load_config(tmp_path)
+    assert config.group.enabled
+    with pytest.raises(ConfigError, match="group mode needs a store"):
+        check_shared_store(tmp_path, config)
+
+
 def test_the_store_refuses_a_schema_on_sqlite(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="PostgreSQL only"):
         Store(url=f"sqlite+aiosqlite:///{tmp_path / 'f.db'}", config=StoreConfig(schema="x"))
+
+
+def test_status_shows_the_membership_and_the_peers() -> None:
+    from rich.console import Console
+
+    from gateway.commands.inspect import _status_table
+
+    status = {
+        "store": "postgresql",
+        "store_schema": "home",
+        "store_health": {"ok": True, "detail": "schema at revision 0013"},
+        "group": {
+            "name": "home",
+            "joined": True,
+            "heartbeat_s": 30.0,
+            "members": [
+                {"name": "home", "state": "active"},
+                {"name": "work", "state": "gone"},
+                {"name": "bot", "state": "left"},
+            ],
+        },
+    }
+    console = Console(width=200, record=True)
+    console.print(_status_table(status))
+    text = console.export_text()
+    assert "postgresql schema home: ok (schema at revision 0013)" in text
+    assert "home joined, heartbeat 30.0s" in text
+    assert "work gone, bot left" in text

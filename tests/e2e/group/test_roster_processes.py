@@ -56,16 +56,15 @@ async def test_two_members_see_each_other_and_keep_their_own_sessions(
                 assert "general-purpose" in members[name].capabilities["agents"]
                 assert members[name].capabilities["channels"] == ["cli"]
                 assert "IDENTITY.md" in members[name].identity
-            # Each one's CLI shows the other (read from the shared store).
-            seen_by_alpha = await _cli_json(alpha_home, "group", "roster")
-            seen_by_beta = await _cli_json(beta_home, "group", "roster")
-            for seen in (seen_by_alpha, seen_by_beta):
-                listed = {m["name"]: m for m in seen["members"]}  # type: ignore[attr-defined]
-                assert {n: m["state"] for n, m in listed.items()} == {
-                    "alpha": "active",
-                    "beta": "active",
-                }
-                assert set(listed["beta"]["capabilities"]["tools"]) >= BUILTIN_TOOLS
+            # beta's CLI shows alpha, as the shared store holds it (the CLI and doctor on
+            # every home: tests/integration/test_group_store.py).
+            seen = await _cli_json(beta_home, "group", "roster")
+            listed = {m["name"]: m for m in seen["members"]}  # type: ignore[attr-defined]
+            assert {n: m["state"] for n, m in listed.items()} == {
+                "alpha": "active",
+                "beta": "active",
+            }
+            assert set(listed["alpha"]["capabilities"]["tools"]) >= BUILTIN_TOOLS
 
             # Different schemas are different assistants: alpha's conversation is not beta's.
             message = await alpha.submit("cli:private", "hello alpha")
@@ -81,7 +80,7 @@ async def test_two_members_see_each_other_and_keep_their_own_sessions(
             assert await beta.wait() == 0, beta.logs()
             members = await group_db.members()  # recorded before beta exited
             assert (members["alpha"].state, members["beta"].state) == ("active", "left")
-            status = await _cli_json(alpha_home, "status")
+            status = await alpha.get("/v1/status")  # what `familiar status` shows
             group = status["group"]
             assert isinstance(group, dict)
             assert group["name"] == "alpha" and group["joined"] is True
