@@ -9,6 +9,7 @@ here: its peer stopped answering. A record cancelled by the caller ends its open
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from sqlalchemy import Connection
@@ -25,6 +26,8 @@ from core.tools.subagents_config import SubagentsConfig
 from .task_rows import ACTIVE_STATES, GroupTask, GroupTasks
 
 __all__ = ["Settler"]
+
+log = logging.getLogger(__name__)
 
 _PREVIEW = 500
 
@@ -127,11 +130,21 @@ class Settler:
                 error=text[:_PREVIEW],
             )
 
-        def job(conn: Connection) -> None:
-            if TaskRepository.update_in(conn, record.id, values, when={"status": "running"}):
-                self.events.add_in(conn, [Event(session_key=record.owner_key, data=data)])
+        def job(conn: Connection) -> bool:
+            if not TaskRepository.update_in(conn, record.id, values, when={"status": "running"}):
+                return False
+            self.events.add_in(conn, [Event(session_key=record.owner_key, data=data)])
+            return True
 
-        await self._store.transact(job)
+        if await self._store.transact(job):
+            log.info(
+                "group task %s id=%s peer=%s owner=%s handoff=%s",
+                status,
+                record.id,
+                record.agent_type.removeprefix(PEER_PREFIX),
+                record.owner_key,
+                record.handoff,
+            )
         return status, text
 
 
