@@ -169,10 +169,11 @@ class GroupDelegation(Peers):
             raise TaskRefused(f"no member {peer!r} in the group (peers now: {others or 'none'})")
         if member.state != "active":
             since = member.last_heartbeat.strftime("%Y-%m-%d %H:%M:%S %Z")
-            why = "has left the group" if member.state == "left" else "is gone"
-            raise TaskRefused(
-                f"peer {peer!r} {why}: no heartbeat since {since}; it cannot take tasks"
-            )
+            if member.state == "left":
+                why = f"has left the group (its gateway stopped; last heartbeat {since})"
+            else:
+                why = f"is gone: no heartbeat since {since} (group.expire_after)"
+            raise TaskRefused(f"peer {peer!r} {why}; it cannot take tasks now")
         return member
 
     async def _record(self, ctx: ToolContext, request: PeerSpawn) -> TaskRecord:
