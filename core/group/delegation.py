@@ -68,6 +68,7 @@ class Delegation:
             accept_from=config.accept_from,
             lease=config.expire_after,
             renew_every=config.heartbeat,
+            retention_days=config.retention_days,
         )
         self._attach: asyncio.Task[None] | None = None
 

@@ -44,6 +44,8 @@ GROUP_CHANNEL = "group"
 """The channel of delegated tasks: its outbox is delivered by this service."""
 GROUP_SESSION_PREFIX = "group:"
 _POLL = 1.0
+_PRUNE_EVERY = 3600.0
+"""Seconds between deletions of this member's old ended tasks."""
 _TASK_ID = re.compile(r"[0-9a-f]{8,32}")
 MAX_PROMPT_CHARS = 100_000
 """The longest prompt a peer runs (a caller checks it too)."""
@@ -75,6 +77,8 @@ class PeerTaskService:
         accept_from: the members whose tasks run here (``group.accept_from``).
         lease: seconds a task's lease lasts without renewal (``group.expire_after``).
         renew_every: seconds between renewals (``group.heartbeat``).
+        retention_days: ended tasks sent here are deleted after that many days
+            (``group.retention_days``).
     """
 
     def __init__(
@@ -88,6 +92,7 @@ class PeerTaskService:
         accept_from: Collection[str],
         lease: float,
         renew_every: float,
+        retention_days: float,
         poll: float = _POLL,
     ) -> None:
         self._store = store
@@ -98,6 +103,8 @@ class PeerTaskService:
         self._accept = frozenset(accept_from)
         self._lease = lease
         self._renew_every = renew_every
+        self._retention_days = retention_days
+        self._pruned = -_PRUNE_EVERY
         self._poll = poll
         self._woken = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
@@ -213,6 +220,10 @@ class PeerTaskService:
 
     async def _renew(self) -> None:
         await self._tasks.renew(self.name, self._lease)
+        now = asyncio.get_running_loop().time()
+        if now - self._pruned >= _PRUNE_EVERY:
+            self._pruned = now
+            await self._tasks.prune(self.name, self._retention_days)
         await asyncio.sleep(self._renew_every)
 
 

@@ -1,4 +1,4 @@
-"""The ``familiar_group.group_tasks`` table: tasks one member delegated to another.
+"""The rows of ``familiar_group.group_tasks`` (`core.group.tables`): delegated tasks.
 
 Every member of a group sees it (it lives in the shared schema, beside the roster).
 The caller writes a row ``queued`` in the same transaction as its own task record; the
@@ -6,7 +6,7 @@ peer takes it (``running``) or refuses it (``refused``) and writes the answer (`
 or ``failed``). ``lease_until`` is the peer's liveness for the task: set when the row is
 written, renewed by the peer while it works on it; a caller that finds it passed ends
 the task as failed. Every change is followed by a NOTIFY on the group channel (sent at
-commit) naming the member it is for.
+commit) naming the member it is for. Ended rows are deleted after ``retention_days``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Connection, Float, cast, func, select, text, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Float,
+    cast,
+    delete,
+    func,
+    select,
+    text,
+    update,
+)
 
 from core.group.tables import GROUP_NOTIFY_CHANNEL, group_tasks
 from core.store.engine import Store
@@ -151,6 +161,22 @@ class GroupTasks:
                 update(group_tasks)
                 .where(group_tasks.c.peer == peer, group_tasks.c.status == "running")
                 .values(lease_until=db_now() + lease)
+            )
+            return int(done.rowcount or 0)
+
+        return await self._store.write_one(job)
+
+    async def prune(self, peer: str, days: float) -> int:
+        """Delete the ended tasks sent to ``peer`` older than ``days``; how many."""
+        cutoff = self._clock() - days * 86_400
+
+        def job(conn: Connection) -> int:
+            done = conn.execute(
+                delete(group_tasks).where(
+                    group_tasks.c.peer == peer,
+                    group_tasks.c.status.not_in(ACTIVE_STATES),
+                    group_tasks.c.updated_at < cutoff,
+                )
             )
             return int(done.rowcount or 0)
 
