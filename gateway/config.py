@@ -39,6 +39,7 @@ from core.tools.config import ToolsConfig
 from gateway.home import default_home
 from gateway.logging_setup import LogConfig
 from gateway.plugins import ChannelPlugins, discover_channels
+from gateway.ui_config import UiConfig
 
 __all__ = [
     "CONFIG_FILE",
@@ -92,7 +93,8 @@ class HttpConfig(BaseModel):
         )
         return (
             f"http.host is {self.host or '(empty)'} ({where}): /healthz, /readyz and /metrics "
-            "(and the webhook, Slack and Teams routes of enabled channels) are reachable "
+            "(and the webhook, Slack and Teams routes of enabled channels, and the web panel's "
+            "login over plain HTTP) are reachable "
             f"from the network on port {bound_port or self.port}; "
             'set http.host = "127.0.0.1" unless a firewall or a reverse proxy guards that port'
         )
@@ -254,6 +256,7 @@ class FamiliarConfig(BaseSettings):
     mcp: McpConfig = Field(default_factory=McpConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     group: GroupConfig = Field(default_factory=GroupConfig)
+    ui: UiConfig = Field(default_factory=UiConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
 
     @classmethod
