@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, func, insert, select
 
 from core.errors import MemoryNotFound, MemoryRefused
 from core.memory.config import MemoryConfig
@@ -280,6 +280,17 @@ class MemoryService:
         async with self._store.read() as conn:
             rows = (await conn.execute(query.limit(limit))).all()
         return [_entry(r) for r in rows]
+
+    async def scopes(self) -> list[tuple[str, int, float]]:
+        """Every scope with entries: ``(scope, entries, newest update)``, newest first."""
+        query = (
+            select(_table.c.scope, func.count(), func.max(_table.c.updated_at))
+            .group_by(_table.c.scope)
+            .order_by(func.max(_table.c.updated_at).desc(), _table.c.scope)
+        )
+        async with self._store.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [(str(scope), int(count), float(newest)) for scope, count, newest in rows]
 
     async def get(self, entry_id: int) -> MemoryEntry | None:
         if not 0 < entry_id <= _MAX_ID:

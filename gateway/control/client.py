@@ -276,6 +276,12 @@ class ControlClient:
         entries = body.get("entries", [])
         return list(entries) if isinstance(entries, list) else []
 
+    async def memory_scopes(self) -> list[dict[str, Any]]:
+        """``GET /v1/memory/scopes``: each scope with its entry count, newest first."""
+        body = await self._json("GET", "/v1/memory/scopes")
+        scopes = body.get("scopes", [])
+        return list(scopes) if isinstance(scopes, list) else []
+
     async def forget_memory(self, entry_id: int) -> dict[str, Any]:
         """``DELETE /v1/memory/{id}``: delete a memory entry of any scope and return it.
 
