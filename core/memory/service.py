@@ -270,17 +270,6 @@ class MemoryService:
         scored.sort(key=lambda pair: (-pair[0], -pair[1].updated_at))
         return [_entry(c, score) for score, c in scored[:limit]]
 
-    async def list(self, *, scope: str | None = None, limit: int = 100) -> list[MemoryEntry]:
-        """The newest entries (of one scope, if given)."""
-        query = select(*_COLUMNS).order_by(_table.c.updated_at.desc(), _table.c.id.desc())
-        if scope is not None and "\x00" in scope:  # no such scope (and no SQL error)
-            return []
-        if scope is not None:
-            query = query.where(_table.c.scope == scope)
-        async with self._store.read() as conn:
-            rows = (await conn.execute(query.limit(limit))).all()
-        return [_entry(r) for r in rows]
-
     async def scopes(self) -> list[tuple[str, int, float]]:
         """Every scope with entries: ``(scope, entries, newest update)``, newest first."""
         query = (
@@ -291,6 +280,17 @@ class MemoryService:
         async with self._store.read() as conn:
             rows = (await conn.execute(query)).all()
         return [(str(scope), int(count), float(newest)) for scope, count, newest in rows]
+
+    async def list(self, *, scope: str | None = None, limit: int = 100) -> list[MemoryEntry]:
+        """The newest entries (of one scope, if given)."""
+        query = select(*_COLUMNS).order_by(_table.c.updated_at.desc(), _table.c.id.desc())
+        if scope is not None and "\x00" in scope:  # no such scope (and no SQL error)
+            return []
+        if scope is not None:
+            query = query.where(_table.c.scope == scope)
+        async with self._store.read() as conn:
+            rows = (await conn.execute(query.limit(limit))).all()
+        return [_entry(r) for r in rows]
 
     async def get(self, entry_id: int) -> MemoryEntry | None:
         if not 0 < entry_id <= _MAX_ID:
