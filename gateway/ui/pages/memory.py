@@ -1,4 +1,4 @@
-"""The Memory page: search, list by scope, forget (through ``/v1/memory`` as ``familiar memory``)."""
+"""The Memory page: search, list by scope, forget (through ``/v1/memory``, as the CLI)."""
 
 from __future__ import annotations
 

@@ -66,6 +66,14 @@ def _age(then: object, now: float) -> str:
     return f"{seconds // 86400}d ago"
 
 
+def _count(number: object, word: str) -> str:
+    """``1 turn``, ``2 turns``."""
+    return f"{number} {word}" if number == 1 else f"{number} {word}s"
+
+
+_HELPERS = {"age": _age, "count": _count, "active": _ACTIVE}
+
+
 class _TaskPages:
     def __init__(self, ui: UiRoutes) -> None:
         self._ui = ui
@@ -88,8 +96,7 @@ class _TaskPages:
             problem=problem,
             session=_session_filter(request),
             now=time.time(),
-            age=_age,
-            active=_ACTIVE,
+            **_HELPERS,
         )
 
     async def index(self, request: web.Request) -> web.Response:
@@ -118,7 +125,7 @@ class _TaskPages:
 
     def _task_html(self, request: web.Request, task: dict[str, Any]) -> str:
         return render_text(
-            request, "tasks/_task.html", task=task, now=time.time(), age=_age, active=_ACTIVE
+            request, "tasks/_task.html", task=task, now=time.time(), **_HELPERS
         )
 
     async def task(self, request: web.Request) -> web.Response:
