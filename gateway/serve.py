@@ -57,6 +57,7 @@ from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
 from gateway.scheduler_role import SchedulerRole
 from gateway.stop_order import DRAIN_SIGNAL
 from gateway.store_watch import StoreWatch, start_failed, store_lost_exit
+from gateway.system_routes import add_system_routes
 from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
 from gateway.ui.app import add_login_route, mount_ui
 from gateway.undelivered import delivery_check
@@ -386,6 +387,7 @@ class Gateway(GatewayParts):
                 extra_routes=[
                     lambda app: add_schedule_routes(app, schedules, check),
                     lambda app: add_login_route(app, lambda: self.ui),
+                    lambda app: add_system_routes(app, self.home, self.config, self.core),
                 ],
             ),
             self.home / RUN_DIR / SOCKET_FILE,

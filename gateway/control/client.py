@@ -196,6 +196,15 @@ class ControlClient:
         (``url``, ``expires_in`` seconds)."""
         return await self._json("POST", "/v1/ui/login", body={"operator": operator})
 
+    async def system(self) -> dict[str, Any]:
+        """``GET /v1/system``: hooks, agents, skills, workspace trust, recent errors."""
+        return await self._json("GET", "/v1/system")
+
+    async def trust_allow(self, path: str) -> dict[str, Any]:
+        """``POST /v1/trust/allow``: trust a workspace hook or MCP file (as listed by
+        `system`) with its current content."""
+        return await self._json("POST", "/v1/trust/allow", body={"path": path})
+
     async def message(self, message_id: str) -> dict[str, Any]:
         """``GET /v1/messages/{id}``: the status of one message and its reply, if any."""
         return await self._json("GET", f"/v1/messages/{quote(message_id, safe='')}")

@@ -7,6 +7,7 @@ gateway starts (`Templates.load`, in a thread): rendering reads no file afterwar
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +67,8 @@ class Templates:
             lstrip_blocks=True,
         )
 
+        self.env.filters["clock"] = _clock
+
     async def load(self) -> None:
         """Compile every template now, off the event loop."""
         await asyncio.to_thread(self._compile_all)
@@ -77,6 +80,13 @@ class Templates:
 
     def render(self, name: str, context: dict[str, Any]) -> str:
         return self.env.get_template(name).render(context)
+
+
+def _clock(epoch: object) -> str:
+    """A Unix time as local ``YYYY-MM-DD HH:MM:SS`` (``-`` when there is none)."""
+    if not isinstance(epoch, int | float):
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
 TEMPLATES = web.AppKey("familiar_ui.templates", Templates)

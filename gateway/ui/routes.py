@@ -7,12 +7,15 @@ else: a bare 401), and actions also require the session's CSRF token (403 withou
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
 
+from core.errors import FamiliarError
 from gateway.control.client import ControlClient
 from gateway.ui.auth import COOKIE, UiAuth, UiSession
 from gateway.ui.render import SESSION, TEMPLATES, is_async
@@ -32,8 +35,9 @@ class EventStream:
     and appends an ``append`` one; ``close`` ends the stream (no reconnect).
     """
 
-    def __init__(self, response: web.StreamResponse) -> None:
+    def __init__(self, response: web.StreamResponse, stopping: asyncio.Event) -> None:
         self._response = response
+        self._stopping = stopping
 
     async def send(self, event: str, html: str = "") -> None:
         """Send one event (``replace``, ``append`` or ``close``) with an HTML fragment.
@@ -43,6 +47,13 @@ class EventStream:
         """
         lines = "".join(f"data: {line}\n" for line in html.split("\n"))
         await self._response.write(f"event: {event}\n{lines}\n".encode())
+
+    async def wait(self, seconds: float) -> bool:
+        """Wait ``seconds`` (between two looks at what the stream shows); False when the
+        gateway is stopping instead, and the handler should return."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        return not self._stopping.is_set()
 
     async def keepalive(self) -> None:
         """A comment line: keeps proxies from closing an idle stream."""
@@ -80,6 +91,13 @@ class UiRoutes:
         self._app = app
         self.home = home
         self.auth = auth
+        self.stopping = asyncio.Event()
+        """Set when the gateway stops: live streams end (see `EventStream.wait`)."""
+
+        async def stop(_app: web.Application) -> None:
+            self.stopping.set()
+
+        app.on_shutdown.append(stop)
 
     def client(self) -> ControlClient:
         """A control API client of this gateway (every page's data comes through it)."""
@@ -106,9 +124,11 @@ class UiRoutes:
             )
             await response.prepare(request)
             try:
-                await handler(request, EventStream(response))
+                await handler(request, EventStream(response, self.stopping))
             except ConnectionResetError:
                 log.debug("ui stream closed by the browser path=%s", request.path)
+            except FamiliarError as exc:  # the answer has started: end it (the browser retries)
+                log.warning("ui stream ended path=%s error=%s", request.path, exc)
             return response
 
         self._app.router.add_get(path, self._guard(serve, page=False))
@@ -142,8 +162,10 @@ def _refused(request: web.Request, *, page: bool) -> web.Response:
 
 
 async def _csrf_ok(request: web.Request, auth: UiAuth, session: UiSession) -> bool:
+    # Under "Referrer-Policy: no-referrer" the browser sends "Origin: null" with the
+    # panel's own form posts: only a named origin can be told apart, the token decides.
     origin = request.headers.get("Origin")
-    if origin is not None and origin != f"{request.scheme}://{request.host}":
+    if origin not in (None, "null") and origin != f"{request.scheme}://{request.host}":
         return False
     given = request.headers.get("X-CSRF-Token")
     if given is None and request.content_type in (

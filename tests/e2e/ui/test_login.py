@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page
@@ -18,7 +17,6 @@ def test_login_through_familiar_ui_url(
     gateway: UiGateway,
     page: Page,
     login: Callable[[Page], str],
-    shot: Callable[[Page, str], Path],
 ) -> None:
     page.goto(gateway.url("/ui/system"))
     assert page.get_by_role("navigation", name="Main").count() == 0  # not logged in
@@ -31,4 +29,3 @@ def test_login_through_familiar_ui_url(
     page.get_by_role("link", name="System").click()
     page.wait_for_url(gateway.url("/ui/system"))
     assert page.locator(".operator").inner_text() == getpass.getuser()
-    shot(page, "login")
