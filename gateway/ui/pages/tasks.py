@@ -9,7 +9,6 @@ in whichever gateway process runs the agent, so the store is where the news is).
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -124,9 +123,7 @@ class _TaskPages:
             return await client.task(task_id)
 
     def _task_html(self, request: web.Request, task: dict[str, Any]) -> str:
-        return render_text(
-            request, "tasks/_task.html", task=task, now=time.time(), **_HELPERS
-        )
+        return render_text(request, "tasks/_task.html", task=task, now=time.time(), **_HELPERS)
 
     async def task(self, request: web.Request) -> web.Response:
         task = await self._task(_task_id(request))
@@ -172,7 +169,8 @@ def _problem(text: str) -> str:
 
 
 async def _live(stream: EventStream, view: Callable[[], Awaitable[tuple[str, bool]]]) -> None:
-    """Send the view whenever it changes, until it says it is the last one."""
+    """Send the view whenever it changes, until it says it is the last one (or the
+    gateway stops)."""
     last: str | None = None
     quiet = 0.0
     while True:
@@ -189,5 +187,6 @@ async def _live(stream: EventStream, view: Callable[[], Awaitable[tuple[str, boo
         if final:
             await stream.send("close")
             return
-        await asyncio.sleep(POLL_SECONDS)
+        if not await stream.wait(POLL_SECONDS):
+            return  # the gateway is stopping
         quiet += POLL_SECONDS
