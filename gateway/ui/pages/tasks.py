@@ -10,7 +10,6 @@ in whichever gateway process runs the agent, so the store is where the news is).
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Awaitable, Callable
 from html import escape
 from typing import Any
@@ -52,25 +51,13 @@ def _task_id(request: web.Request) -> str:
     return task_id
 
 
-def _age(then: object, now: float) -> str:
-    if not isinstance(then, int | float):
-        return ""
-    seconds = max(0, int(now - then))
-    if seconds < 60:
-        return f"{seconds}s ago"
-    if seconds < 3600:
-        return f"{seconds // 60}m ago"
-    if seconds < 86400:
-        return f"{seconds // 3600}h ago"
-    return f"{seconds // 86400}d ago"
-
-
 def _count(number: object, word: str) -> str:
     """``1 turn``, ``2 turns``."""
     return f"{number} {word}" if number == 1 else f"{number} {word}s"
 
 
-_HELPERS = {"age": _age, "count": _count, "active": _ACTIVE}
+_HELPERS = {"count": _count, "active": _ACTIVE}
+"""What the templates use (no "5s ago": a live view changes only when the tasks do)."""
 
 
 class _TaskPages:
@@ -94,7 +81,6 @@ class _TaskPages:
             trees=trees,
             problem=problem,
             session=_session_filter(request),
-            now=time.time(),
             **_HELPERS,
         )
 
@@ -123,7 +109,7 @@ class _TaskPages:
             return await client.task(task_id)
 
     def _task_html(self, request: web.Request, task: dict[str, Any]) -> str:
-        return render_text(request, "tasks/_task.html", task=task, now=time.time(), **_HELPERS)
+        return render_text(request, "tasks/_task.html", task=task, **_HELPERS)
 
     async def task(self, request: web.Request) -> web.Response:
         task = await self._task(_task_id(request))

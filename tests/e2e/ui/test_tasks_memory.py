@@ -225,6 +225,10 @@ def test_memory_search_list_by_scope_and_forget(
     expect(page.locator("#memory-entries")).not_to_contain_text("spare key")
     shot(page, "memory-search")
 
+    page.get_by_label("Search").fill('"* ()')
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#memory-entries [role=alert]")).to_contain_text("no words")
+
     scopes.get_by_role("link", name="cli:mem-b").click()
     page.wait_for_url("**/ui/memory?scope=cli%3Amem-b")
     expect(rows).to_have_count(1)
