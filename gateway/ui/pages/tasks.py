@@ -72,35 +72,32 @@ class _TaskPages:
         except ControlError as exc:
             return [], str(exc)
 
-    def _trees_html(
-        self, request: web.Request, trees: list[dict[str, Any]], problem: str | None
-    ) -> str:
+    async def _trees_html(self, request: web.Request, session: str | None) -> str:
+        trees, problem = await self._trees(session)
         return render_text(
             request,
             "tasks/_trees.html",
             trees=trees,
             problem=problem,
-            session=_session_filter(request),
+            session=session,
             **_HELPERS,
         )
 
     async def index(self, request: web.Request) -> web.Response:
         session = _session_filter(request)
-        trees, problem = await self._trees(session)
         return render(
             request,
             "tasks.html",
             title="Tasks",
             session=session,
-            trees_html=self._trees_html(request, trees, problem),
+            trees_html=await self._trees_html(request, session),
         )
 
     async def index_events(self, request: web.Request, stream: EventStream) -> None:
         session = _session_filter(request)
 
         async def view() -> tuple[str, bool]:
-            trees, problem = await self._trees(session)
-            return self._trees_html(request, trees, problem), False
+            return await self._trees_html(request, session), False
 
         await _live(stream, view)
 
@@ -144,7 +141,7 @@ class _TaskPages:
             redirect = f"/ui/tasks/{task_id}"
         else:
             session = str(form.get("session") or "").strip() or None
-            html = self._trees_html(request, *await self._trees(session))
+            html = await self._trees_html(request, session)
             redirect = "/ui/tasks" + (f"?{urlencode({'session': session})}" if session else "")
         fragment = web.Response(text=html, content_type="text/html")
         return after_action(request, redirect=redirect, fragment=fragment)
