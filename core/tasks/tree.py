@@ -17,7 +17,7 @@ from core.tasks.profiles import SUBAGENT_PREFIX
 from core.tasks.records import MCP_TASK, TaskRecord
 from core.tasks.repository import TaskRepository
 
-__all__ = ["SessionTree", "TaskNode", "task_trees"]
+__all__ = ["SessionTree", "TaskNode", "task_trees", "turn_progress"]
 
 _MAX_DEPTH = 16
 """Levels followed below a session (far more than ``tools.subagents.max_depth`` allows)."""
@@ -90,15 +90,19 @@ async def task_trees(
         tasks = await repo.list(limit=limit)
     else:
         tasks = await _below(repo, session, limit)
-    progress = {
-        t.id: await repo.tool_progress(t.child_key, t.message_id)
-        for t in tasks
-        if t.status == "running" and t.message_id is not None and t.agent_type != MCP_TASK
-    }
+    progress = {t.id: found for t in tasks if (found := await turn_progress(repo, t)) is not None}
     trees = _forest(tasks, progress)
     if session is not None:
         trees = [t for t in trees if t.session == session]
     return sorted(trees, key=lambda t: t.updated_at, reverse=True)
+
+
+async def turn_progress(repo: TaskRepository, task: TaskRecord) -> tuple[int, str | None] | None:
+    """A running agent's tool calls in the turn it is in, and its last tool (None when
+    it is not running, or is an MCP task: its server does the work)."""
+    if task.status != "running" or task.message_id is None or task.agent_type == MCP_TASK:
+        return None
+    return await repo.tool_progress(task.child_key, task.message_id)
 
 
 async def _below(repo: TaskRepository, session: str, limit: int) -> list[TaskRecord]:

@@ -131,7 +131,7 @@ def show_task(task_id: str, as_json: bool, home: Path | None) -> None:
     )
     console.print(f"parent: {escape(str(task.get('owner')))}  session: "
                   f"{escape(str(task.get('session')))}")  # fmt: skip
-    console.print(f"progress: {escape(_progress(task))}")
+    console.print(f"progress: {escape(_progress_now(task))}")
     console.print(f"prompt: {escape(str(task.get('prompt')))}")
     if task.get("result") is not None:
         console.print(f"result: {escape(str(task.get('result')))}")

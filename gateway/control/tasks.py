@@ -11,7 +11,7 @@ from core.session_keys import check_session_key
 from core.sessions import SessionStore
 from core.tasks.records import ACTIVE
 from core.tasks.registry import TaskRegistry
-from core.tasks.tree import task_trees
+from core.tasks.tree import task_trees, turn_progress
 
 __all__ = ["add_task_routes"]
 
@@ -34,7 +34,8 @@ def add_task_routes(app: web.Application, tasks: TaskRegistry, sessions: Session
       ``children`` (the agents it started, oldest first) and, while running,
       ``progress.current`` (tool calls of the turn it is in, the last tool); 400 for a
       bad key or limit.
-    - ``GET /v1/tasks/{id}`` -> the task with prompt, result and its session's history.
+    - ``GET /v1/tasks/{id}`` -> the task with prompt, result and its session's history
+      (and ``progress.current`` while it runs, as in the tree).
     - ``DELETE /v1/tasks/{id}?by=WHO`` -> ``{"cancelled": [ids], "status"}`` (the task
       and the agents it started, recursively; empty when it had already finished),
       recorded as cancelled by ``WHO`` (default: the user); 404 when unknown.
@@ -78,6 +79,9 @@ class _TaskRoutes:
         if task is None:
             return _error(404, f"no task {request.match_info['id']!r}")
         body = task.as_json(full=True)
+        current = await turn_progress(self._tasks.repo, task)
+        if current is not None:
+            body["progress"]["current"] = {"tool_calls": current[0], "tool": current[1]}
         history = await self._sessions.all_history(task.child_key, limit=_HISTORY)
         body["history"] = [m.as_json() for m in history]
         return web.json_response(body)

@@ -95,6 +95,10 @@ def test_tree_nests_children_under_their_session_and_cancel_records_who(
     ]
     assert "current" not in top["children"][0]["progress"]
     assert (trees["cli:alice"]["total"], trees["cli:alice"]["active"]) == (2, 1)
+    result = cli("tasks", "show", parent, "--json", "--home", str(home))
+    assert json.loads(result.stdout)["progress"]["current"] == {"tool_calls": 0, "tool": None}
+    result = cli("tasks", "show", parent, "--home", str(home))
+    assert "progress: 0 turns, 0 tool calls; now: 0 tool calls" in result.stdout
 
     result = cli("tasks", "list", "--tree", "--owner", "cli:alice", "--json", "--home", str(home))
     assert [t["session"] for t in json.loads(result.stdout)["sessions"]] == ["cli:alice"]

@@ -265,6 +265,9 @@ def test_tasks_and_memory_fit_a_phone(
     ):
         phone.goto(gateway.url(path))
         expect(phone.locator("main h1")).to_be_visible()
+        if path.startswith("/ui/tasks/"):  # a held child: its turn's progress, live
+            progress = phone.locator("dl.facts .progress")
+            expect(progress).to_contain_text("now 1 tool call, last list_dir")
         width = phone.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
         assert width[0] <= width[1], (path, width)
         if name is not None:
