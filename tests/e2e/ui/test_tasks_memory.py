@@ -235,6 +235,11 @@ def test_memory_search_list_by_scope_and_forget(
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("the spare key is under the blue pot")
 
+    page.goto(gateway.url("/ui/memory?scope=cli:nobody"))
+    expect(page.locator("#memory-entries")).to_contain_text("No memories in this scope yet.")
+    expect(page.get_by_label("Scope", exact=True)).to_have_value("cli:nobody")
+    page.go_back()
+
     # A post without the session's CSRF token is refused and forgets nothing.
     refused = page.request.post(gateway.url(f"/ui/memory/{key}/forget"), form={"scope": "x"})
     assert refused.status == 403
