@@ -99,12 +99,19 @@ class TaskRepository:
         return None if row is None else TaskRecord.of(row)
 
     async def list(
-        self, *, owner_key: str | None = None, statuses: Sequence[str] = (), limit: int = 200
+        self,
+        *,
+        owner_key: str | None = None,
+        owner_keys: Sequence[str] = (),
+        statuses: Sequence[str] = (),
+        limit: int = 200,
     ) -> list[TaskRecord]:
-        """The newest tasks first (of one owner, in some statuses, if given)."""
+        """The newest tasks first (of one owner or of some owners, in some statuses, if given)."""
         query = select(_tasks).order_by(_tasks.c.created_at.desc(), _tasks.c.id)
         if owner_key is not None:
             query = query.where(_tasks.c.owner_key == owner_key)
+        if owner_keys:
+            query = query.where(_tasks.c.owner_key.in_(list(owner_keys)))
         if statuses:
             query = query.where(_tasks.c.status.in_(list(statuses)))
         async with self._store.read() as conn:
