@@ -215,13 +215,13 @@ class ControlClient:
         return list(sessions) if isinstance(sessions, list) else []
 
     async def find_sessions(
-        self, *, channel: str | None = None, query: str | None = None, limit: int = 1000
+        self, *, channel: str = "", query: str = "", limit: int = 1000
     ) -> dict[str, Any]:
-        """``GET /v1/sessions`` filtered: ``sessions`` (newest first, with ``unread``
-        counts) of ``channel`` whose key or messages contain ``query``; ``channels``."""
-        params = {"limit": str(limit)} | ({"channel": channel} if channel else {})
+        """``GET /v1/sessions``: ``sessions`` (newest first, with ``unread`` counts) of
+        ``channel`` whose key or messages contain ``query``, and every ``channels``."""
+        params = {"channel": channel, "q": query, "limit": str(limit)}
         return await self._json(
-            "GET", "/v1/sessions", params=params | ({"q": query} if query else {})
+            "GET", "/v1/sessions", params={k: v for k, v in params.items() if v}
         )
 
     async def session(
@@ -233,8 +233,7 @@ class ControlClient:
             key: the session key.
             events: include the newest events (up to 10,000) of the session.
             message_id: with ``events``, only the events of that message.
-            history: include the history (False: an empty list, for a caller that only
-                follows the events).
+            history: include the history (else an empty list).
 
         Raises:
             ControlError: with status 404 when the session is unknown.
@@ -399,9 +398,8 @@ class ControlClient:
             autopilot: run the message in autopilot mode.
             client_id: the message's idempotency id (1-128 of ``[A-Za-z0-9._:-]``);
                 default a fresh one.
-            operator: the web panel's logged-in operator: sends to a ``ui:NAME`` session
-                through ``POST /v1/ui/messages`` (which only the gateway's own process,
-                where the panel runs, may call).
+            operator: the web panel's operator: sends to a ``ui:NAME`` session through
+                ``POST /v1/ui/messages`` (only the gateway's own process may).
 
         Raises:
             ValueError: ``text`` is not valid text (a lone surrogate); nothing was sent.

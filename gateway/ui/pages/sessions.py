@@ -45,7 +45,9 @@ class _SessionsPage:
             except ValueError as exc:
                 problem, key = str(exc), None
         async with self._ui.client() as client:
-            found = await client.find_sessions(channel=channel, query=text, limit=_LISTED)
+            found = await client.find_sessions(
+                channel=channel or "", query=text or "", limit=_LISTED
+            )
             detail = None
             if key is not None:
                 try:
