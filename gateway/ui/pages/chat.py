@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from core.session_keys import UI_PREFIX, check_cli_name, ui_key
+from core.session_keys import UI_PREFIX, ui_key
 from gateway.control.client import ControlClient, ControlError
 from gateway.control.protocol import ReplyLine
 from gateway.ui.chat_live import LiveTurn, LiveTurns
@@ -54,7 +54,7 @@ def transcript_items(
     """A session's turns from its history, and the page's own turns in flight (or ended
     without a trace in the history, like a slash command's answer), by time."""
     running = {t.message_id for t in live if not t.ended}
-    turns = [t for t in turns_of(detail.get("history", []), detail.get("events", []))]
+    turns = turns_of(detail.get("history", []), detail.get("events", []))
     stored = {t.message_id for t in turns}
     items: list[tuple[float, str, Turn | LiveTurn]] = [
         (t.at, "turn", t) for t in turns if t.message_id not in running
@@ -111,7 +111,7 @@ class _ChatPage:
         form = await request.post()
         name, text = str(form.get("session", "")), str(form.get("text", ""))
         try:
-            key = ui_key(check_cli_name(name))
+            key = ui_key(name)
         except ValueError as exc:
             return web.Response(status=400, text=str(exc))
         if form.get("do") == "stop":
