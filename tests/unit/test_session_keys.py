@@ -10,8 +10,10 @@ from core.session_keys import (
     check_cli_key,
     check_cli_name,
     check_session_key,
+    check_ui_key,
     cli_key,
     session_key_for,
+    ui_key,
 )
 
 
@@ -49,6 +51,7 @@ def test_good_session_keys(key: str) -> None:
         ("slack:a\tb", "no spaces"),
         ("slack:a\x00b", "no spaces"),
         ("cli:a/b", "session name"),
+        ("ui:a/b", "session name"),
     ],
 )
 def test_bad_session_keys(key: str, expected: str) -> None:
@@ -76,3 +79,12 @@ def test_webhook_sessions_refuse_what_the_rule_refuses(name: str) -> None:
         check_cli_name(name)
     with pytest.raises(ValidationError):
         WebhookRequest(text="hi", session=name)
+
+
+def test_ui_keys_carry_a_session_name() -> None:
+    assert ui_key("web") == "ui:web" and check_ui_key("ui:web") == "web"
+    assert check_session_key("ui:web") == "ui:web"
+    with pytest.raises(ValueError, match="ui:NAME"):
+        check_ui_key("cli:web")
+    with pytest.raises(ValueError, match="session name"):
+        ui_key("a b")
