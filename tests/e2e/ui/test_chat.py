@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,23 @@ def test_stop_ends_the_reply_being_made_and_bad_sends_are_refused(
     assert refused.status == 403
     found = gateway.control(lambda client: client.find_sessions(query="never-stored"))
     assert [s["key"] for s in found["sessions"]] == []
+
+
+def test_a_schedule_firing_in_an_open_chat_appears_there(
+    gateway: UiGateway, page: Page, login: Callable[[Page], str]
+) -> None:
+    login(page)
+    page.goto(gateway.url("/ui/chat?s=watched"))
+    expect(page.get_by_role("heading", name="ui:watched")).to_be_visible()
+    # The page follows the session's replies nobody waits for from the moment it opens;
+    # the schedule fires seconds later.
+    at = (datetime.now(UTC) + timedelta(seconds=3)).isoformat(timespec="seconds")
+    added = gateway.familiar(
+        "schedule", "add", "--session", "ui:watched", "--at", at, "scheduled hello"
+    )
+    assert "ui:watched" in added.stdout
+    arrived = page.locator("#arrivals .msg.assistant")
+    expect(arrived).to_contain_text("echo: scheduled hello", timeout=30_000)
+    # Seen live, so not kept unread.
+    found = gateway.control(lambda client: client.find_sessions(query="watched"))
+    assert [(s["key"], s["unread"]) for s in found["sessions"]] == [("ui:watched", 0)]
