@@ -70,6 +70,7 @@ class _SessionsPage:
             "sessions.html",
             title="Sessions",
             sessions=sessions,
+            listed_max=_LISTED,
             channels=found.get("channels", []),
             channel=channel or "",
             q=text or "",
