@@ -244,9 +244,12 @@ class ControlClient:
 
     async def schedules(self) -> list[dict[str, Any]]:
         """``GET /v1/schedules``: the active schedules of every session."""
-        body = await self._json("GET", "/v1/schedules")
-        schedules = body.get("schedules", [])
+        schedules = (await self.schedule_list()).get("schedules", [])
         return list(schedules) if isinstance(schedules, list) else []
+
+    async def schedule_list(self) -> dict[str, Any]:
+        """``GET /v1/schedules`` whole: ``schedules`` and the default ``timezone``."""
+        return await self._json("GET", "/v1/schedules")
 
     async def cancel_schedule(self, schedule_id: int) -> dict[str, Any]:
         """``DELETE /v1/schedules/{id}``: cancel a schedule and return it.
@@ -255,6 +258,25 @@ class ControlClient:
             ControlError: with status 404 when there is no such active schedule.
         """
         return await self._json("DELETE", f"/v1/schedules/{schedule_id}")
+
+    async def approvals(self, *, decided: int = 20) -> dict[str, Any]:
+        """``GET /v1/approvals``: ``pending`` (every session's) and the latest ``decided``."""
+        return await self._json("GET", "/v1/approvals", params={"decided": str(decided)})
+
+    async def decide_approval(
+        self, approval_id: str, decision: str, *, operator: str, wait: float = 10.0
+    ) -> dict[str, Any]:
+        """``POST /v1/approvals/{id}``: approve or deny as ``ui:<operator>``.
+
+        Returns ``message_id``, the session's ``reply`` (null if none within ``wait``
+        seconds) and the ``approval``.
+
+        Raises:
+            ControlError: 404 unknown, 409 no longer pending, 400 a bad decision or name.
+        """
+        body = {"decision": decision, "operator": operator, "wait": wait}
+        path = f"/v1/approvals/{quote(approval_id, safe='')}"
+        return await self._json("POST", path, body=body, total=wait + 30.0)
 
     async def memory(self, *, scope: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """``GET /v1/memory``: the newest memory entries (of one scope, if given)."""
