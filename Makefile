@@ -15,7 +15,7 @@ RUN_LOCK  := $(ROOT)/requirements.lock
 DEV_LOCK  := $(ROOT)/requirements-dev.lock
 
 .DEFAULT_GOAL := help
-.PHONY: help venv venv-run run test test-fast lint docs docs-reference bench lock deps-system clean
+.PHONY: help venv venv-run run test test-fast lint docs docs-reference bench lock deps-system screenshots clean
 
 help:
 	@echo "make run          create/update $(VENV) with what running needs, then run the gateway"
@@ -28,7 +28,8 @@ help:
 	@echo "make docs         build the docs site into $(SITE)/ (mkdocs build --strict)"
 	@echo "make docs-reference  regenerate docs/configuration-reference.md from the config models"
 	@echo "make bench        benchmarks in tests/bench"
-	@echo "make deps-system  as root on apt systems: install systemd-analyze and bubblewrap for the tests"
+	@echo "make screenshots  run the web panel's browser tests, saving their screenshots in docs/images/ui"
+	@echo "make deps-system  as root on apt systems: install systemd-analyze, bubblewrap and chromium for the tests"
 	@echo "PYTHON=...        interpreter for the venv (>= 3.11; default python3)"
 
 venv-run: $(RUN_STAMP)
@@ -93,6 +94,10 @@ docs-reference: $(DEV_STAMP)
 test-fast: $(DEV_STAMP)
 	cd $(ROOT) && $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow"
 
+# The web panel's tests drive Chromium; each saves screenshots where this points.
+screenshots: $(DEV_STAMP) deps-system
+	cd $(ROOT) && FAMILIAR_UI_SCREENSHOTS=$(ROOT)/docs/images/ui $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests/e2e/ui
+
 bench: $(DEV_STAMP)
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_throughput
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_schedules
@@ -118,8 +123,10 @@ bench: $(DEV_STAMP)
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_install
 
 # systemd-analyze lints the unit files in tests; bubblewrap (bwrap) is the exec tool's
-# sandbox; libseccomp lets tests apply the units' system-call filters (tests/unitsim). Installing them is best effort: without them those tests skip, except under
-# CI=true, where they fail.
+# sandbox; libseccomp lets tests apply the units' system-call filters (tests/unitsim);
+# Chromium (the distribution's, driven by Playwright) runs the web panel's tests.
+# Installing them is best effort: without them those tests skip, except under CI=true,
+# where they fail.
 deps-system:
 	@if command -v systemd-analyze >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -150,6 +157,16 @@ deps-system:
 	  || echo "warning: could not install libseccomp2; unit sandbox tests will skip"; \
 	else \
 	  echo "note: libseccomp not found; unit sandbox tests will skip (install package libseccomp2)"; \
+	fi
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium and chromium-driver (the web panel's browser tests)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null 2>&1 \
+	  || { apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends chromium chromium-driver; } \
+	  || echo "warning: could not install chromium; web panel tests will skip"; \
+	else \
+	  echo "note: /usr/bin/chromium not found; web panel tests will skip (install package chromium)"; \
 	fi
 
 clean:

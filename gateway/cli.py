@@ -82,6 +82,10 @@ COMMANDS = {
     "gateway": LazyCommand(
         "gateway.commands.run:gateway", "Run the gateway in the foreground (what systemd runs)."
     ),
+    "ui": LazyCommand(
+        "gateway.commands.ui:ui",
+        "Print a one-time login URL of the web panel (and open it on a desktop).",
+    ),
     "config": LazyCommand("gateway.commands.config_show:config_app", "Inspect the configuration."),
     "sessions": LazyCommand(
         "gateway.commands.inspect:sessions_app", "Inspect conversations and their events."

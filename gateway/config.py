@@ -38,6 +38,7 @@ from core.tools.config import ToolsConfig
 from gateway.home import default_home
 from gateway.logging_setup import LogConfig
 from gateway.plugins import ChannelPlugins, discover_channels
+from gateway.ui_config import UiConfig
 
 __all__ = [
     "CONFIG_FILE",
@@ -250,6 +251,7 @@ class FamiliarConfig(BaseSettings):
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    ui: UiConfig = Field(default_factory=UiConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
 
     @classmethod

@@ -55,6 +55,7 @@ from gateway.role_readiness import roles_not_ready
 from gateway.scheduler_role import SchedulerRole
 from gateway.store_watch import StoreWatch
 from gateway.supervisor import ChannelSupervisor
+from gateway.ui.auth import UiAuth
 from gateway.version import package_version
 
 if TYPE_CHECKING:
@@ -134,6 +135,7 @@ class GatewayParts:
         self.http_runner: web.AppRunner | None = None
         self.http_site: web.TCPSite | None = None
         self.mcp_mount: AsgiMount | None = None
+        self.ui: UiAuth | None = None
         self.mcp_files = McpFiles.of_home(home, self.workspace, config, plugins, env)
         self.control: ControlServer | None = None
         self.listening: set[str] = set()

@@ -57,7 +57,9 @@ from gateway.provider_detect import OLLAMA_URL, ProviderChoice, choose_provider
 from gateway.scheduler_role import SchedulerRole
 from gateway.stop_order import DRAIN_SIGNAL
 from gateway.store_watch import StoreWatch, start_failed, store_lost_exit
+from gateway.system_routes import add_system_routes
 from gateway.systemd import sd_notify, watchdog_interval, watchdog_loop
+from gateway.ui.app import add_login_route, mount_ui
 from gateway.undelivered import delivery_check
 
 __all__ = ["Gateway", "serve"]
@@ -349,6 +351,7 @@ class Gateway(GatewayParts):
                 )
             for remote in self.remote:
                 remote.mount(self.http_app)
+            self.ui = mount_ui(self.http_app, home=self.home, config=self.config.ui)
         for remote in self.remote:
             await remote.start()
         for child in self.children:
@@ -380,7 +383,12 @@ class Gateway(GatewayParts):
         schedules, check = self.core.schedules, delivery_check(self.config.channels)
         self.control = ControlServer(
             build_control_app(
-                self.state, extra_routes=[lambda app: add_schedule_routes(app, schedules, check)]
+                self.state,
+                extra_routes=[
+                    lambda app: add_schedule_routes(app, schedules, check),
+                    lambda app: add_login_route(app, lambda: self.ui),
+                    lambda app: add_system_routes(app, self.home, self.config, self.core),
+                ],
             ),
             self.home / RUN_DIR / SOCKET_FILE,
         )
@@ -405,6 +413,8 @@ class Gateway(GatewayParts):
         self.listening.add("http")
         host, port = self.http_runner.addresses[0][:2]
         self.state.http_address = f"{host}:{port}"
+        if self.ui is not None:
+            self.ui.listening_on(http.host, port)
         log.info("http listening on %s", self.state.http_address)
         if (exposed := http.exposure(port)) is not None:
             log.warning("%s", exposed)

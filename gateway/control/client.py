@@ -191,6 +191,20 @@ class ControlClient:
         """``GET /v1/status``: uptime, channels, sessions, queue depth, provider."""
         return await self._json("GET", "/v1/status")
 
+    async def ui_login(self, operator: str) -> dict[str, Any]:
+        """``POST /v1/ui/login``: a one-time login URL of the web panel for ``operator``
+        (``url``, ``expires_in`` seconds)."""
+        return await self._json("POST", "/v1/ui/login", body={"operator": operator})
+
+    async def system(self) -> dict[str, Any]:
+        """``GET /v1/system``: hooks, agents, skills, workspace trust, recent errors."""
+        return await self._json("GET", "/v1/system")
+
+    async def trust_allow(self, path: str) -> dict[str, Any]:
+        """``POST /v1/trust/allow``: trust a workspace hook or MCP file (as listed by
+        `system`) with its current content."""
+        return await self._json("POST", "/v1/trust/allow", body={"path": path})
+
     async def message(self, message_id: str) -> dict[str, Any]:
         """``GET /v1/messages/{id}``: the status of one message and its reply, if any."""
         return await self._json("GET", f"/v1/messages/{quote(message_id, safe='')}")

@@ -4,7 +4,8 @@ Routes (the contract with the CLI): ``GET /v1/status``, ``POST /v1/messages`` (N
 stream: accepted, deltas/progress, then reply or timeout; see `gateway.control.protocol`),
 ``GET /v1/messages/{id}``, ``GET /v1/watch/{session}``, ``GET /v1/sessions``,
 ``GET /v1/sessions/{key}``, ``GET /v1/config``, memory (`gateway.control.memory`),
-approvals (`gateway.control.approvals`).
+approvals (`gateway.control.approvals`), ``GET /v1/system`` and ``POST /v1/trust/allow``
+(`gateway.system_routes`).
 """
 
 from __future__ import annotations

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from aiohttp import web
 
 from channels.base import ChannelContext
 from channels.cli import CliChannel
@@ -70,8 +72,11 @@ class ControlStack:
 
 
 @asynccontextmanager
-async def control_stack(home: Path) -> AsyncIterator[ControlStack]:
-    """Serve the real control API of a fresh core on ``<home>/run/gateway.sock``."""
+async def control_stack(
+    home: Path, *, more_routes: Callable[[web.Application, CoreApp], None] | None = None
+) -> AsyncIterator[ControlStack]:
+    """Serve the real control API of a fresh core on ``<home>/run/gateway.sock``
+    (``more_routes(app, core)`` adds routes the gateway adds beside it)."""
     store_url = f"sqlite+aiosqlite:///{home / 'familiar.db'}"
     script = Script()
     core = await build_core(
@@ -98,9 +103,12 @@ async def control_stack(home: Path) -> AsyncIterator[ControlStack]:
         channels=lambda: [{"name": "cli", "state": "running"}],
         started=time.monotonic() - UPTIME,
     )
-    app = build_control_app(
-        state, extra_routes=[lambda app: add_schedule_routes(app, core.schedules)]
-    )
+    extra: list[Callable[[web.Application], None]] = [
+        lambda app: add_schedule_routes(app, core.schedules)
+    ]
+    if more_routes is not None:
+        extra.append(lambda app: more_routes(app, core))
+    app = build_control_app(state, extra_routes=extra)
     path = socket_path(home)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     server = ControlServer(app, path, shutdown_timeout=1.0)
