@@ -7,7 +7,6 @@ the rendered fragment changed (a comment line now and then keeps the stream open
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -31,7 +30,8 @@ async def push_changes(
     """Send ``render()`` as a ``replace`` event whenever it differs from the last one.
 
     Args:
-        stream: the browser's event stream (this returns when the browser leaves).
+        stream: the browser's event stream (this returns when the gateway stops; the
+            browser leaving ends it with ConnectionResetError).
         render: the fragment, from fresh control API answers.
         failed: the fragment saying why the control API did not answer.
         every: seconds between looks.
@@ -50,5 +50,6 @@ async def push_changes(
         elif quiet >= _KEEPALIVE:
             await stream.keepalive()
             quiet = 0.0
-        await asyncio.sleep(every)
+        if not await stream.wait(every):
+            return  # the gateway is stopping
         quiet += every

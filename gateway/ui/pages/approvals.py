@@ -18,11 +18,13 @@ from urllib.parse import quote
 from aiohttp import web
 
 from core.tools.approvals.display import has_hidden
+from gateway.control.client import ControlError
 from gateway.ui.polling import push_changes
 from gateway.ui.render import render, render_text, session_of
 from gateway.ui.routes import EventStream, UiRoutes, after_action
+from gateway.ui.shown import clock_text, refusal
 
-__all__ = ["DecidedView", "PendingView", "add_routes", "ago", "clock_text", "time_left"]
+__all__ = ["DecidedView", "PendingView", "add_routes"]
 
 _POLL = 2.0
 """Seconds between looks at the approvals (a new one shows within that)."""
@@ -49,13 +51,11 @@ class PendingView:
     intact: bool
     requested: str
     expires: str
-    expires_in: str
 
     @classmethod
-    def of(cls, row: dict[str, Any], now: datetime) -> PendingView:
+    def of(cls, row: dict[str, Any]) -> PendingView:
         command = str(row["command"])
         escaped = has_hidden(command)
-        expires = _parse(row["expires_at"])
         return cls(
             id=str(row["id"]),
             session=str(row["session"]),
@@ -68,8 +68,7 @@ class PendingView:
             digest=str(row.get("command_sha256") or "")[:16],
             intact=bool(row.get("intact")),
             requested=clock_text(_parse(row["requested_at"])),
-            expires=clock_text(expires),
-            expires_in=time_left(expires, now),
+            expires=clock_text(_parse(row["expires_at"])),
         )
 
 
@@ -86,7 +85,7 @@ class DecidedView:
     decided: str
 
     @classmethod
-    def of(cls, row: dict[str, Any], now: datetime) -> DecidedView:
+    def of(cls, row: dict[str, Any]) -> DecidedView:
         command = str(row["command"])
         if has_hidden(command):
             command = json.dumps(command, ensure_ascii=True)
@@ -100,7 +99,7 @@ class DecidedView:
             command=command,
             status=str(row["status"]),
             decided_by=str(row.get("decided_by") or "—"),
-            decided="" if decided_at is None else ago(_parse(decided_at), now),
+            decided="" if decided_at is None else clock_text(_parse(decided_at)),
         )
 
 
@@ -109,35 +108,7 @@ def _parse(value: Any) -> datetime:
 
 
 def _session_href(key: str) -> str:
-    return f"/ui/sessions?session={quote(key, safe='')}"
-
-
-def clock_text(moment: datetime) -> str:
-    """``2026-11-27 11:05 UTC`` (seconds dropped)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _span(seconds: float) -> str:
-    minutes = int(seconds // 60)
-    if minutes < 1:
-        return f"{int(seconds)} s"
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, rest = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {rest} min" if rest else f"{hours} h"
-    return f"{hours // 24} days"
-
-
-def time_left(moment: datetime, now: datetime) -> str:
-    """``in 59 min`` (``expired`` once past)."""
-    seconds = (moment - now).total_seconds()
-    return "expired" if seconds <= 0 else f"in {_span(seconds)}"
-
-
-def ago(moment: datetime, now: datetime) -> str:
-    """``3 min ago``."""
-    return f"{_span(max(0.0, (now - moment).total_seconds()))} ago"
+    return f"/ui/sessions?key={quote(key, safe='')}"
 
 
 def add_routes(ui: UiRoutes) -> None:
@@ -155,10 +126,10 @@ class _ApprovalsPage:
     async def _lists(self) -> dict[str, Any]:
         async with self._ui.client() as client:
             found = await client.approvals(decided=20)
-        now = datetime.now(UTC)
+        # Absolute times only: the live list is sent again only when something changed.
         return {
-            "pending": [PendingView.of(row, now) for row in found.get("pending", [])],
-            "decided": [DecidedView.of(row, now) for row in found.get("decided", [])],
+            "pending": [PendingView.of(row) for row in found.get("pending", [])],
+            "decided": [DecidedView.of(row) for row in found.get("decided", [])],
         }
 
     async def page(self, request: web.Request) -> web.Response:
@@ -180,10 +151,15 @@ class _ApprovalsPage:
             return web.Response(status=400, text="the decision must be approve or deny")
         approval_id = request.match_info["id"].lstrip("#").lower()
         operator = session_of(request).operator
-        async with self._ui.client() as client:
-            answer = await client.decide_approval(
-                approval_id, str(decision), operator=operator, wait=_WAIT
-            )
+        try:
+            async with self._ui.client() as client:
+                answer = await client.decide_approval(
+                    approval_id, str(decision), operator=operator, wait=_WAIT
+                )
+        except ControlError as exc:
+            if exc.status >= 500:
+                raise
+            return web.Response(status=exc.status, text=f"Not done: {refusal(exc)}")
         approval = answer.get("approval") or {}
         session = str(approval.get("session", ""))
         fragment = render(

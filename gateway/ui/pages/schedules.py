@@ -19,10 +19,10 @@ from typing import Any
 from aiohttp import web
 
 from gateway.control.client import ControlError
-from gateway.ui.pages.approvals import ago, clock_text
 from gateway.ui.polling import push_changes
 from gateway.ui.render import is_async, render, render_text
 from gateway.ui.routes import EventStream, UiRoutes, after_action
+from gateway.ui.shown import clock_text, refusal
 
 __all__ = ["KINDS", "ScheduleView", "add_routes"]
 
@@ -55,7 +55,7 @@ class ScheduleView:
     run_count: int
 
     @classmethod
-    def of(cls, row: dict[str, Any], now: datetime) -> ScheduleView:
+    def of(cls, row: dict[str, Any]) -> ScheduleView:
         local = row.get("next_run_local")
         last = row.get("last_run")
         next_run, next_utc, offset = "no further runs", "", ""
@@ -74,7 +74,7 @@ class ScheduleView:
             next_run=next_run,
             next_run_utc=next_utc,
             next_offset=offset,
-            last_run="never" if not last else ago(datetime.fromisoformat(str(last)), now),
+            last_run="never" if not last else clock_text(datetime.fromisoformat(str(last))),
             run_count=int(row.get("run_count") or 0),
         )
 
@@ -107,9 +107,8 @@ class _SchedulesPage:
     async def _list(self) -> dict[str, Any]:
         async with self._ui.client() as client:
             found = await client.schedule_list()
-        now = datetime.now(UTC)
         return {
-            "schedules": [ScheduleView.of(row, now) for row in found.get("schedules", [])],
+            "schedules": [ScheduleView.of(row) for row in found.get("schedules", [])],
             "default_timezone": str(found.get("timezone") or "UTC"),
         }
 
@@ -163,16 +162,23 @@ class _SchedulesPage:
                     timezone=values["timezone"] or None,
                 )
         except ControlError as exc:
-            if is_async(request) or exc.status >= 500:
+            if exc.status >= 500:
                 raise
-            return await self.page(request, values=values, error=str(exc))
-        view = ScheduleView.of(created, datetime.now(UTC))
+            if is_async(request):
+                return web.Response(status=exc.status, text=f"Not created: {refusal(exc)}")
+            return await self.page(request, values=values, error=refusal(exc))
+        view = ScheduleView.of(created)
         fragment = render(request, "schedules/_result.html", created=view, cancelled=None)
         return after_action(request, redirect="/ui/schedules", fragment=fragment)
 
     async def cancel(self, request: web.Request) -> web.StreamResponse:
-        async with self._ui.client() as client:
-            cancelled = await client.cancel_schedule(int(request.match_info["id"]))
-        view = ScheduleView.of(cancelled, datetime.now(UTC))
+        try:
+            async with self._ui.client() as client:
+                cancelled = await client.cancel_schedule(int(request.match_info["id"]))
+        except ControlError as exc:
+            if exc.status >= 500:
+                raise
+            return web.Response(status=exc.status, text=f"Not cancelled: {refusal(exc)}")
+        view = ScheduleView.of(cancelled)
         fragment = render(request, "schedules/_result.html", created=None, cancelled=view)
         return after_action(request, redirect="/ui/schedules", fragment=fragment)
