@@ -6,6 +6,7 @@ The provider is scripted as in test_approvals: ``run <command>`` calls ``exec``.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from aiohttp import web
@@ -18,6 +19,7 @@ from core.tools.approvals import outcome_message_id
 from gateway.control.approvals import add_approval_routes
 from tests.integration.harness import inbound, running_core
 from tests.integration.test_approvals import DECODE, RM, approval_id, script
+from tests.waiting import eventually
 
 UNSANDBOXED = ToolsConfig(exec=ExecConfig(sandbox="none"))
 """What runs here is ``echo hi`` only (the ``rm`` one is only ever denied)."""
@@ -113,3 +115,33 @@ async def test_deny_and_bad_requests_change_nothing(store_url: str, tmp_path: Pa
         info = await app.approvals.get(aid)
     assert body["reply"]["text"] == f"Denied #{aid}: `{RM}` will not run."
     assert info is not None and (info.status, info.decided_by) == ("denied", "ui:bob")
+
+
+async def test_an_expired_approval_cannot_be_answered(store_url: str, tmp_path: Path) -> None:
+    tools = ToolsConfig(exec=ExecConfig(sandbox="none", approval_timeout=0.5))
+    async with running_core(
+        store_url=store_url,
+        workspace=tmp_path / "ws",
+        provider=FunctionProvider(script),
+        tools=tools,
+    ) as (app, replies):
+        ask = inbound("cli:c", f"run {RM}")
+        await app.bus.publish_inbound(ask)
+        (asked,) = await replies.wait([ask.id])
+        aid = approval_id(asked.text)
+        info = await app.approvals.get(aid)
+        assert info is not None
+        await eventually(lambda: time.time() > info.expires_at, what="the approval ran out")
+        web_app = web.Application()
+        add_approval_routes(web_app, app.approvals, app.bus)
+        async with TestClient(TestServer(web_app)) as client:
+            listed = await (await client.get("/v1/approvals")).json()
+            answer = await client.post(
+                f"/v1/approvals/{aid}", json={"decision": "approve", "operator": "alice"}
+            )
+            refused = await answer.json()
+        after = await app.approvals.get(aid)
+    assert listed["pending"] == []
+    assert answer.status == 409
+    assert refused["error"] == f"approval #{aid} expired unanswered; `{RM}` was not run"
+    assert after is not None and after.decided_by is None
