@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Dialog, Page, expect
+from playwright.sync_api import Browser, Dialog, Page, expect
 
 from tests.e2e.ui.conftest import PHONE, UiGateway
 from tests.waiting import eventually_sync
@@ -161,3 +161,35 @@ def test_create_and_cancel_schedules(
     page.set_viewport_size(PHONE)
     assert _no_sideways_scroll(page)
     shot(page, "schedules-phone")
+
+
+def test_schedules_work_without_javascript(
+    gateway: UiGateway, browser: Browser, login: Callable[[Page], str]
+) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        login(page)
+        page.goto(gateway.url("/ui/schedules"))
+        form = page.locator("#new-schedule")
+        form.get_by_label("Kind").select_option("after")
+        form.get_by_label("When").fill("5s")
+        form.get_by_label("Message").fill("too soon")
+        form.get_by_role("button", name="Create schedule").click()
+        # A plain post: the page again, with the reason and what was typed.
+        expect(page.locator("#create-error")).to_contain_text("at least 10s")
+        expect(form.get_by_label("Message")).to_have_value("too soon")
+        assert not [s for s in _schedules(gateway) if s["prompt"] == "too soon"]
+
+        form.get_by_label("When").fill("3h")
+        form.get_by_label("Timezone").fill("Europe/Berlin")
+        form.get_by_role("button", name="Create schedule").click()
+        page.wait_for_url(gateway.url("/ui/schedules"))
+        (made,) = [s for s in _schedules(gateway) if s["prompt"] == "too soon"]
+        row = page.locator(f"#schedule-{made['id']}")
+        expect(row).to_contain_text("Europe/Berlin")
+        row.get_by_role("button", name=f"Cancel #{made['id']}").click()
+        page.wait_for_url(gateway.url("/ui/schedules"))
+        expect(page.locator(f"#schedule-{made['id']}")).to_have_count(0)
+    finally:
+        context.close()
