@@ -90,7 +90,8 @@ class HttpConfig(BaseModel):
         )
         return (
             f"http.host is {self.host or '(empty)'} ({where}): /healthz, /readyz and /metrics "
-            "(and the webhook, Slack and Teams routes of enabled channels) are reachable "
+            "(and the webhook, Slack and Teams routes of enabled channels, and the web panel's "
+            "login over plain HTTP) are reachable "
             f"from the network on port {bound_port or self.port}; "
             'set http.host = "127.0.0.1" unless a firewall or a reverse proxy guards that port'
         )

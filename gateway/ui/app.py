@@ -70,6 +70,9 @@ def mount_ui(app: web.Application, *, home: Path, config: UiConfig) -> UiAuth | 
     for slug, _title in NAV:
         module = importlib.import_module(f"gateway.ui.pages.{slug}")
         module.add_routes(routes)
+    # Before the sub-app, whose prefix would answer "/ui" with a 404: a redirect into
+    # "/ui/", which checks the cookie.
+    app.router.add_get("/ui", _first_page)
     app.add_subapp("/ui", ui)
     return auth
 
@@ -154,7 +157,7 @@ async def _static(request: web.Request) -> web.Response:
 
 
 async def _first_page(request: web.Request) -> web.Response:
-    raise web.HTTPSeeOther(f"/ui/{NAV[0][0]}")
+    raise web.HTTPSeeOther(f"/ui/{NAV[0][0]}" if request.path == "/ui/" else "/ui/")
 
 
 class LoginRequest(BaseModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from gateway.ui.render import SESSION, TEMPLATES, is_async
 __all__ = ["Action", "EventStream", "Handler", "StreamHandler", "UiRoutes", "after_action"]
 
 log = logging.getLogger(__name__)
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 """A page, fragment or action handler."""
@@ -45,7 +48,8 @@ class EventStream:
         Raises:
             ConnectionResetError: the browser went away.
         """
-        lines = "".join(f"data: {line}\n" for line in html.split("\n"))
+        # CR is a line end in SSE too: a stray one in model text would cut the event.
+        lines = "".join(f"data: {line}\n" for line in _LINE_END.split(html))
         await self._response.write(f"event: {event}\n{lines}\n".encode())
 
     async def wait(self, seconds: float) -> bool:

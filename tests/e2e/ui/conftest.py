@@ -4,7 +4,7 @@ helpers to log in and take screenshots.
 
 Fixtures:
 
-- ``browser`` (session): Chromium from ``/usr/bin/chromium``; skipped when it is missing
+- ``browser`` (module): Chromium from ``/usr/bin/chromium``; skipped when it is missing
   (``make deps-system`` installs it), except under ``CI=true``, where that fails.
 - ``gateway`` (module): a `UiGateway`: ``home``, ``base_url`` (``http://127.0.0.1:N``),
   ``fake`` (the model: ``gateway.fake.script("a reply")`` queues answers,
@@ -58,8 +58,11 @@ PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # Per module, not per session: while Playwright's sync API is started, an event loop
+    # runs in the test thread, and the asyncio tests of other files on this worker could
+    # not run theirs.
     if not CHROMIUM.exists():
         reason = f"{CHROMIUM} is missing (make deps-system installs chromium)"
         if os.environ.get("CI") == "true":

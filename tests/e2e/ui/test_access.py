@@ -77,6 +77,13 @@ def test_nothing_answers_without_the_cookie(
         assert "<h1>familiar: log in</h1>" in text
 
 
+def test_ui_without_a_slash_only_redirects(gateway: UiGateway) -> None:
+    status, headers, _ = request(gateway, "GET", "/ui")
+    assert (status, headers["Location"]) == (303, "/ui/")
+    status, _, _ = request(gateway, "GET", "/ui/")
+    assert status == 401
+
+
 def test_login_url_works_once_and_sets_a_strict_cookie(
     gateway: UiGateway, page: Page, browser: object, login: Callable[[Page], str]
 ) -> None:
@@ -185,3 +192,26 @@ def test_no_page_scrolls_sideways_at_390_px(
         assert widths[0] <= widths[1], (slug, widths)
     phone.goto(gateway.url("/ui/system"))
     shot(phone, "system-phone")
+
+
+UNLABELLED = """() => Array.from(document.querySelectorAll(
+    'input:not([type=hidden]), select, textarea, button'
+)).filter((el) => {
+    const named = el.getAttribute('aria-label') || el.getAttribute('aria-labelledby')
+        || el.getAttribute('title');
+    if (el.tagName === 'BUTTON') return !(el.textContent.trim() || named);
+    return !((el.labels && el.labels.length) || named);
+}).map((el) => el.outerHTML.slice(0, 120))"""
+
+
+def test_every_page_has_landmarks_and_labelled_controls(
+    gateway: UiGateway, page: Page, login: Callable[[Page], str]
+) -> None:
+    login(page)
+    for slug, _title in NAV:
+        page.goto(gateway.url(f"/ui/{slug}"))
+        expect(page.get_by_role("main")).to_have_count(1)
+        expect(page.get_by_role("navigation", name="Main")).to_have_count(1)
+        assert page.evaluate(UNLABELLED) == [], slug
+    page.keyboard.press("Tab")  # the first stop skips to the content
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()

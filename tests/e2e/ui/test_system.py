@@ -26,7 +26,7 @@ MCP = (
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiGateway]:
-    with spawn_gateway(tmp_path_factory, extra_config=MCP) as spawned:
+    with spawn_gateway(tmp_path_factory, extra_config=MCP, single=False) as spawned:
         yield spawned
 
 
@@ -65,7 +65,7 @@ def test_system_page_lists_processes_servers_and_trusts_a_file(
     page.goto(gateway.url("/ui/system"))
 
     process = page.locator("#processes tr[data-process]")
-    expect(process).to_have_count(1)  # one process: gateway.processes = "single"
+    expect(process).to_have_count(1)  # "main", with no channel in a process of its own
     expect(process).to_contain_text("running")
     status = gateway.control(lambda client: client.status())
     expect(process).to_contain_text(str(status["pid"]))
