@@ -21,8 +21,9 @@ from gateway.control.requests import validation_message
 
 __all__ = ["OPERATOR_PATTERN", "DecideRequest", "add_approval_routes"]
 
-OPERATOR_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
-"""An operator name as the OS gives it (a login name), recorded as ``ui:<name>``."""
+OPERATOR_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._@-]{0,63}$"
+"""An operator name as the OS gives it (a login name), recorded as ``ui:<name>``: the
+names the panel's login accepts (`gateway.ui.auth.OPERATOR_PATTERN`)."""
 _DECIDED_MAX = 100
 _DEFAULT_WAIT = 10.0
 
