@@ -168,7 +168,7 @@ class _ApprovalsPage:
             approval_id=approval_id,
             decision=decision,
             reply=answer.get("reply"),
-            status=str(approval.get("status", "")),
+            approval_status=str(approval.get("status", "")),
             session=session,
             session_href=_session_href(session),
         )

@@ -29,6 +29,9 @@ DECODE = "echo ZWNobyBoaQ== | base64 -d | sh"
 """Needs approval (it pipes text into a shell); runs ``echo hi``."""
 RM = 'rm -rf "/" --help'
 """Needs approval (it deletes /); only ever denied."""
+WAIT_MS = 30_000
+"""For what waits on the gateway (a live list's next look, a command's run): under load
+more than Playwright's default 5 s."""
 
 
 def _ask(gateway: UiGateway, session: str, command: str) -> str:
@@ -57,28 +60,30 @@ def test_approve_a_pending_command_and_see_it_run(
 ) -> None:
     login(page)
     page.goto(gateway.url("/ui/approvals"))
-    expect(page.locator("#no-pending")).to_be_visible()
+    expect(page.locator("#no-pending")).to_be_visible(timeout=WAIT_MS)
 
     _ask(gateway, "ops", DECODE)
     _ask(gateway, "other", RM)
     # The list is live: both appear without a reload, each with its exact command.
     cards = page.locator("article.approval")
-    expect(cards).to_have_count(2)
+    expect(cards).to_have_count(2, timeout=WAIT_MS)
     decode = cards.filter(has=page.locator("code", has_text=DECODE))
-    expect(decode.locator("pre code")).to_have_text(DECODE)
-    expect(decode).to_contain_text("cli:ops")
-    expect(decode).to_contain_text("pipes text into a shell")
+    expect(decode.locator("pre code")).to_have_text(DECODE, timeout=WAIT_MS)
+    expect(decode).to_contain_text("cli:ops", timeout=WAIT_MS)
+    expect(decode).to_contain_text("pipes text into a shell", timeout=WAIT_MS)
     approval_id = (decode.get_attribute("id") or "").removeprefix("approval-")
     assert re.fullmatch(r"[a-z0-9]{6}", approval_id), approval_id
     shot(page, "approvals")
 
     decode.get_by_role("button", name=f"Approve and run #{approval_id}").click()
     result = page.locator("#decision-result")
-    expect(result).to_contain_text(f"Approved #{approval_id}: `{DECODE}` ran (exit 0).")
+    expect(result).to_contain_text(
+        f"Approved #{approval_id}: `{DECODE}` ran (exit 0).", timeout=WAIT_MS
+    )
     row = page.locator(f"#decided-{approval_id}")
-    expect(row).to_contain_text("approved")
-    expect(row).to_contain_text(f"ui:{getpass.getuser()}")
-    expect(cards).to_have_count(1)
+    expect(row).to_contain_text("approved", timeout=WAIT_MS)
+    expect(row).to_contain_text(f"ui:{getpass.getuser()}", timeout=WAIT_MS)
+    expect(cards).to_have_count(1, timeout=WAIT_MS)
     # It ran: its output went back into the conversation that asked.
     eventually_sync(
         lambda: any(
@@ -90,9 +95,9 @@ def test_approve_a_pending_command_and_see_it_run(
     rm_card = cards.filter(has=page.locator("code", has_text=RM))
     rm_id = (rm_card.get_attribute("id") or "").removeprefix("approval-")
     rm_card.get_by_role("button", name=f"Deny #{rm_id}").click()
-    expect(result).to_contain_text(f"Denied #{rm_id}")
-    expect(page.locator(f"#decided-{rm_id}")).to_contain_text("denied")
-    expect(page.locator("#no-pending")).to_be_visible()
+    expect(result).to_contain_text(f"Denied #{rm_id}", timeout=WAIT_MS)
+    expect(page.locator(f"#decided-{rm_id}")).to_contain_text("denied", timeout=WAIT_MS)
+    expect(page.locator("#no-pending")).to_be_visible(timeout=WAIT_MS)
     shot(page, "approvals-decided")
 
     page.set_viewport_size(PHONE)
@@ -121,19 +126,19 @@ def test_create_and_cancel_schedules(
     form.get_by_label("Message").fill("morning briefing")
     form.get_by_role("button", name="Create schedule").click()
     result = page.locator("#schedule-result")
-    expect(result).to_contain_text("Created schedule #")
+    expect(result).to_contain_text("Created schedule #", timeout=WAIT_MS)
     (cron,) = [s for s in _schedules(gateway) if s["id"] not in before]
     assert cron["timezone"] == "Asia/Tokyo" and cron["next_run_local"].endswith("+09:00")
     row = page.locator(f"#schedule-{cron['id']}")
-    expect(row).to_contain_text("09:00 Asia/Tokyo (UTC+09:00)")
-    expect(row).to_contain_text("morning briefing")
+    expect(row).to_contain_text("09:00 Asia/Tokyo (UTC+09:00)", timeout=WAIT_MS)
+    expect(row).to_contain_text("morning briefing", timeout=WAIT_MS)
 
     form.get_by_label("Kind").select_option("every")
     form.get_by_label("When").fill("2h")
     form.get_by_label("Message").fill("water the plants")
     form.get_by_role("button", name="Create schedule").click()
-    expect(result).to_contain_text("every 2h")
-    expect(page.locator("#schedules tbody tr")).to_have_count(len(before) + 2)
+    expect(result).to_contain_text("every 2h", timeout=WAIT_MS)
+    expect(page.locator("#schedules tbody tr")).to_have_count(len(before) + 2, timeout=WAIT_MS)
 
     # Bad input: a clear error, and nothing created.
     form.get_by_label("Kind").select_option("cron")
@@ -141,11 +146,13 @@ def test_create_and_cancel_schedules(
     form.get_by_label("Message").fill("never")
     form.get_by_role("button", name="Create schedule").click()
     error = form.locator("[data-error]")
-    expect(error).to_contain_text('Not created: bad cron expression "61 * * * *"')
+    expect(error).to_contain_text('Not created: bad cron expression "61 * * * *"', timeout=WAIT_MS)
     form.get_by_label("When").fill("0 9 * * *")
     form.get_by_label("Timezone").fill("Mars/Olympus_Mons")
     form.get_by_role("button", name="Create schedule").click()
-    expect(error).to_have_text(re.compile(r"^Not created: unknown timezone 'Mars/Olympus_Mons'"))
+    expect(error).to_have_text(
+        re.compile(r"^Not created: unknown timezone 'Mars/Olympus_Mons'"), timeout=WAIT_MS
+    )
     assert len(_schedules(gateway)) == len(before) + 2
     shot(page, "schedules")
 
@@ -154,8 +161,8 @@ def test_create_and_cancel_schedules(
 
     page.on("dialog", accept)
     row.get_by_role("button", name=f"Cancel #{cron['id']}").click()
-    expect(result).to_contain_text(f"Cancelled schedule #{cron['id']}")
-    expect(row).to_have_count(0)
+    expect(result).to_contain_text(f"Cancelled schedule #{cron['id']}", timeout=WAIT_MS)
+    expect(row).to_have_count(0, timeout=WAIT_MS)
     assert cron["id"] not in {s["id"] for s in _schedules(gateway)}
 
     page.set_viewport_size(PHONE)
@@ -177,8 +184,8 @@ def test_schedules_work_without_javascript(
         form.get_by_label("Message").fill("too soon")
         form.get_by_role("button", name="Create schedule").click()
         # A plain post: the page again, with the reason and what was typed.
-        expect(page.locator("#create-error")).to_contain_text("at least 10s")
-        expect(form.get_by_label("Message")).to_have_value("too soon")
+        expect(page.locator("#create-error")).to_contain_text("at least 10s", timeout=WAIT_MS)
+        expect(form.get_by_label("Message")).to_have_value("too soon", timeout=WAIT_MS)
         assert not [s for s in _schedules(gateway) if s["prompt"] == "too soon"]
 
         form.get_by_label("When").fill("3h")
@@ -187,9 +194,9 @@ def test_schedules_work_without_javascript(
         page.wait_for_url(gateway.url("/ui/schedules"))
         (made,) = [s for s in _schedules(gateway) if s["prompt"] == "too soon"]
         row = page.locator(f"#schedule-{made['id']}")
-        expect(row).to_contain_text("Europe/Berlin")
+        expect(row).to_contain_text("Europe/Berlin", timeout=WAIT_MS)
         row.get_by_role("button", name=f"Cancel #{made['id']}").click()
         page.wait_for_url(gateway.url("/ui/schedules"))
-        expect(page.locator(f"#schedule-{made['id']}")).to_have_count(0)
+        expect(page.locator(f"#schedule-{made['id']}")).to_have_count(0, timeout=WAIT_MS)
     finally:
         context.close()
