@@ -258,7 +258,8 @@ class ControlClient:
 
     async def schedules(self) -> list[dict[str, Any]]:
         """``GET /v1/schedules``: the active schedules of every session."""
-        schedules = (await self.schedule_list()).get("schedules", [])
+        body = await self._json("GET", "/v1/schedules")
+        schedules = body.get("schedules", [])
         return list(schedules) if isinstance(schedules, list) else []
 
     async def schedule_list(self) -> dict[str, Any]:
@@ -280,14 +281,8 @@ class ControlClient:
     async def decide_approval(
         self, approval_id: str, decision: str, *, operator: str, wait: float = 10.0
     ) -> dict[str, Any]:
-        """``POST /v1/approvals/{id}``: approve or deny as ``ui:<operator>``.
-
-        Returns ``message_id``, the session's ``reply`` (null if none within ``wait``
-        seconds) and the ``approval``.
-
-        Raises:
-            ControlError: 404 unknown, 409 no longer pending, 400 a bad decision or name.
-        """
+        """``POST /v1/approvals/{id}``: approve or deny as ``ui:<operator>``; ``message_id``,
+        ``reply`` (null if none within ``wait`` s), ``approval``. ControlError 404/409/400."""
         body = {"decision": decision, "operator": operator, "wait": wait}
         path = f"/v1/approvals/{quote(approval_id, safe='')}"
         return await self._json("POST", path, body=body, total=wait + 30.0)
