@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +22,11 @@ from core.bus.sql import SqlBus
 from core.bus.wakeups import Wakeups
 from core.commands import CommandRouter
 from core.events import EventLog
+from core.group.config import GroupConfig
+from core.group.delegation import Delegation
+from core.group.identity import CapabilitySources
+from core.group.peer_tasks import GROUP_CHANNEL
+from core.group.service import GroupService
 from core.hooks import Hooks, HooksConfig, default_sources, session_end_on_new
 from core.hooks.transcript import hook_transcripts
 from core.mcp import McpConfig
@@ -72,8 +77,9 @@ from core.workspace import scaffold_workspace
 
 __all__ = ["CORE_CHANNELS", "CoreApp", "build_core"]
 
-CORE_CHANNELS = frozenset({SUBAGENT_CHANNEL, HEARTBEAT_CHANNEL})
-"""Outbox channels core delivers itself (subagent answers, heartbeat check-ins)."""
+CORE_CHANNELS = frozenset({SUBAGENT_CHANNEL, HEARTBEAT_CHANNEL, GROUP_CHANNEL})
+"""Outbox channels core delivers itself (subagent answers, heartbeat check-ins, answers
+to the tasks group peers delegated)."""
 
 
 @dataclass(kw_only=True)
@@ -103,6 +109,10 @@ class CoreApp:
     skills: SkillCatalog | None = None
     orchestration: Orchestration | None = None
     """Todos, session modes and memory consolidation (with subagents on)."""
+    group: GroupService | None = None
+    """Group mode (``[group] enabled``): the roster; the gateway starts the heartbeat."""
+    delegation: Delegation | None = None
+    """Group mode: tasks delegated to and from peers (run with the agent side)."""
 
     async def start(self) -> None:
         """Start everything (the one-process gateway): the agent side and the schedules."""
@@ -121,6 +131,8 @@ class CoreApp:
         """What runs beside the turns: subagent answers, approvals, memory indexing,
         compaction, MCP servers."""
         await self.tasks.start()
+        if self.delegation is not None:
+            await self.delegation.start()
         await self.approvals.start()
         await self.memory_files.start()
         if self.memory.semantic is not None:
@@ -133,6 +145,8 @@ class CoreApp:
             await self.mcp.host.start()  # resume following the MCP tasks left running
 
     async def stop(self, *, grace: float | None = None) -> None:
+        if self.group is not None:
+            await self.group.stop()  # first: peers see it left while it still could answer
         if self.orchestration is not None:
             await self.orchestration.idle.stop()
         await self.approvals.stop()
@@ -147,6 +161,8 @@ class CoreApp:
         if self.mcp.host is not None:
             await self.mcp.host.stop()
         await self.mcp.stop()
+        if self.delegation is not None:
+            await self.delegation.stop()
         await self.tasks.stop()
         await self.compaction.stop()
         if self.provider is not None:
@@ -175,6 +191,7 @@ async def build_core(
     models: ModelAliases | None = None,
     wakeups: Wakeups | None = None,
     skills: SkillsConfig | None = None,
+    group: GroupConfig | None = None,
 ) -> CoreApp:
     """Open the store (migrating it), scaffold the workspace and wire the runtime.
 
@@ -195,6 +212,7 @@ async def build_core(
             the bus, the ephemeral hub and the schedules wake and are woken by them.
         skills: the ``[skills]`` section (default: Agent Skills on), read from the
             workspace and the home's ``skills/`` (`core.skills.model.default_skill_sources`).
+        group: the ``[group]`` section; enabled, `CoreApp.group` reads the roster.
     """
     await asyncio.to_thread(scaffold_workspace, workspace)
     if store is None:
@@ -391,6 +409,28 @@ async def build_core(
         bus.connect(wakeups)
         turn_services.hub.connect(wakeups)
         schedules.on_change = lambda: wakeups.announce(("schedules", ""))
+    group_service = (
+        GroupService(
+            store=store,
+            url=store_url,
+            config=group,
+            name=group.member_name(agent.name),
+            workspace=workspace,
+            sources=CapabilitySources(
+                tools=registry.names,
+                agents=lambda: _names(task_registry.catalog.agents()),
+                skills=(lambda: _names(skill_catalog.skills())) if skill_catalog else None,
+            ),
+        )
+        if group is not None and group.enabled
+        else None
+    )
+    delegation = None
+    if group_service is not None:
+        delegation = Delegation(
+            store=store, bus=bus, events=events, group=group_service, subagents=tools.subagents
+        )
+        turn_services.tool_deps.add(delegation.peers)
     return CoreApp(
         store=store,
         bus=bus,
@@ -412,4 +452,10 @@ async def build_core(
         tasks=task_registry,
         skills=skill_catalog,
         orchestration=orchestration,
+        group=group_service,
+        delegation=delegation,
     )
+
+
+async def _names(mapping: Awaitable[Mapping[str, object]]) -> list[str]:
+    return list(await mapping)

@@ -119,6 +119,10 @@ COMMANDS = {
         "gateway.commands.agents:agents_app",
         "Agent types: built-in ones and agent files, their tools and models (list).",
     ),
+    "group": LazyCommand(
+        "gateway.commands.group:group_app",
+        "Group mode: the members of the group and its timeline (roster, timeline).",
+    ),
     "skills": LazyCommand(
         "gateway.commands.skills:skills_app",
         "Agent Skills: what loaded, from where, and why a skill did not.",

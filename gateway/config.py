@@ -26,6 +26,7 @@ from channels.base import ChannelConfig
 from channels.cli import CliConfig
 from core.agent.config import AgentConfig
 from core.errors import ConfigError
+from core.group.config import GroupConfig, member_name_problem
 from core.hooks import HooksConfig
 from core.mcp.config import McpConfig
 from core.memory.config import MemoryConfig
@@ -48,10 +49,12 @@ __all__ = [
     "GatewayConfig",
     "HttpConfig",
     "UninstalledChannel",
+    "check_shared_store",
     "config_model",
     "default_home",
     "hooks_dir",
     "load_config",
+    "shared_store_problem",
     "store_url",
     "unknown_env_sections",
     "workspace_dir",
@@ -252,6 +255,7 @@ class FamiliarConfig(BaseSettings):
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    group: GroupConfig = Field(default_factory=GroupConfig)
     ui: UiConfig = Field(default_factory=UiConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
 
@@ -393,7 +397,6 @@ def load_config(
         )
     try:
         config: FamiliarConfig = _bound_to(model, path)(**overrides)
-        return config
     except ValidationError as exc:
         problems = [_describe(e) for e in exc.errors()]  # type: ignore[arg-type]
         first_key = ".".join(str(p) for p in exc.errors()[0]["loc"])
@@ -403,3 +406,39 @@ def load_config(
         ) from exc
     except (OSError, ValueError) as exc:  # unreadable file, TOML syntax error
         raise ConfigError(f"cannot read {path}: {exc}") from exc
+    return config
+
+
+def check_shared_store(home: Path, config: FamiliarConfig) -> None:
+    """Refuse ``store.schema`` or ``[group] enabled`` on a store they cannot work with.
+
+    Not part of `load_config`: each table stays loadable (and shown by ``config show``)
+    on its own; the gateway refuses to start (exit 78) and ``doctor`` fails.
+
+    Raises:
+        ConfigError: naming the key and the reason.
+    """
+    if (problem := shared_store_problem(config)) is not None:
+        key, reason = problem
+        where = f"{home / CONFIG_FILE} or FAMILIAR_* environment variables"
+        raise ConfigError(f"invalid configuration ({where}):\n  {key}: {reason}", key=key)
+
+
+def shared_store_problem(config: FamiliarConfig) -> tuple[str, str] | None:
+    """``(key, reason)`` when ``store.schema`` or ``[group]`` cannot work with the store."""
+    sqlite = config.store.url is None or config.store.url.startswith("sqlite")
+    if config.store.search_schema is not None and sqlite:
+        return "store.schema", "is for PostgreSQL only (store.url is SQLite)"
+    if not config.group.enabled:
+        return None
+    if sqlite:
+        return (
+            "group.enabled",
+            "group mode needs a store that several gateways share: set store.url to a "
+            "PostgreSQL database (postgresql+asyncpg://...) and store.schema, or set "
+            "group.enabled = false",
+        )
+    name = config.group.member_name(config.agent.name)
+    if (problem := member_name_problem(name)) is not None:
+        return "group.name", f"{problem} (set group.name; it defaults to agent.name)"
+    return None

@@ -131,7 +131,8 @@ def _table(cls: type[BaseModel], names: Iterable[str], *, env_prefix: str) -> li
             default = "see below"
         description = " ".join(_markdown(docs.get(name, "")).split())
         rows.append(
-            f"| `{name}` | {_cell(_type_text(field))} | {_cell(default)} | {_cell(description)} |"
+            f"| `{field.alias or name}` | {_cell(_type_text(field))} | {_cell(default)} "
+            f"| {_cell(description)} |"
         )
     rows.append("")
     for name, text in long_defaults:

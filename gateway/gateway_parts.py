@@ -356,7 +356,7 @@ def wakeups_for(store: Store, directory: Path, url: str) -> WakeupService:
         return SocketWakeups(directory)
     from core.bus.wake_pg import PgWakeups
 
-    return PgWakeups(url)
+    return PgWakeups(url, store.schema)
 
 
 def parent_fd(env: Mapping[str, str]) -> int | None:

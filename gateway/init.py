@@ -18,7 +18,14 @@ from pydantic import BaseModel
 from core.errors import ConfigError
 from core.private_files import private_dir
 from core.workspace import scaffold_workspace
-from gateway.config import CONFIG_FILE, FamiliarConfig, config_model, load_config, workspace_dir
+from gateway.config import (
+    CONFIG_FILE,
+    FamiliarConfig,
+    check_shared_store,
+    config_model,
+    load_config,
+    workspace_dir,
+)
 from gateway.config_docs import class_summary, field_docs, toml_key, toml_value
 from gateway.config_docs import defaults as config_defaults
 from gateway.home import RUN_DIR
@@ -114,7 +121,9 @@ def prepare_home(
     if not (home / CONFIG_FILE).exists():
         for line in init_home(home, channel_plugins=channel_plugins):
             log.info("first start: %s", line)
-    return load_config(home, channel_plugins=channel_plugins, **overrides)
+    config = load_config(home, channel_plugins=channel_plugins, **overrides)
+    check_shared_store(home, config)
+    return config
 
 
 def unusable_home(home: Path, exc: ConfigError | OSError) -> int:
@@ -211,7 +220,8 @@ def _section(path: str, value: BaseModel, cls: type[BaseModel]) -> list[str]:
         if isinstance(field_value, BaseModel):
             nested.append((name, field_value))
         else:
-            lines.extend(_entry(name, field_value, docs.get(name)))
+            key = cls.model_fields[name].alias or name
+            lines.extend(_entry(key, field_value, docs.get(name)))
     for name, sub in nested:
         lines.extend(_section(f"{path}.{toml_key(name)}", sub, type(sub)))
     return lines

@@ -57,7 +57,10 @@ def masked(value: Any) -> Any:
     if isinstance(value, SecretStr | SecretBytes):
         return MASK
     if isinstance(value, BaseModel):
-        fields = {name: masked(getattr(value, name)) for name in type(value).model_fields}
+        fields = {
+            field.alias or name: masked(getattr(value, name))
+            for name, field in type(value).model_fields.items()
+        }
         keep = masked if _typed_extra(type(value)) else _undeclared
         extra = {str(k): keep(v) for k, v in (value.model_extra or {}).items()}
         return fields | extra

@@ -288,6 +288,7 @@ class Gateway(GatewayParts):
             models=self.config.models,
             wakeups=self.wakeups,
             skills=self.config.skills,
+            group=self.config.group,
         )
         if self.channel is not None:
             await self._start_channel_process(channels)
@@ -312,6 +313,10 @@ class Gateway(GatewayParts):
             )
             await self.scheduler.start()
         if "channels" in self.roles:
+            if self.core.group is not None and self.channel is None:  # one per gateway
+                await self.core.group.start(
+                    version=VERSION, channels=sorted(self.config.channels.enabled())
+                )
             await self._start_listeners()
 
     async def _start_channel_process(self, channels: list[Channel]) -> None:

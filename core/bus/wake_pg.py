@@ -1,6 +1,7 @@
 """`Wakeups` on PostgreSQL: ``LISTEN``/``NOTIFY`` on one channel, across every host.
 
-Each process holds one connection that listens on ``familiar_wake`` and sends its own
+Each process holds one connection that listens on ``familiar_wake`` (``familiar_wake_<schema>``
+with ``store.schema``: assistants on one database never wake each other) and sends its own
 notes on it (``pg_notify``, outside any transaction: the note is sent after the
 commit it follows). A payload is ``<sender>\\t<target>\\n<lines>``: ``target`` is empty
 for a broadcast, else the one peer it is for; a process ignores its own notes and
@@ -23,7 +24,7 @@ from sqlalchemy.engine import make_url
 
 from core.bus.wakeups import Handler
 
-__all__ = ["CHANNEL", "PgWakeups"]
+__all__ = ["CHANNEL", "PgWakeups", "wake_channel"]
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +34,22 @@ _MAX_PAYLOAD = 7900
 _ORDERED = frozenset({"eph", "metric", "sub", "unsub"})
 
 
+def wake_channel(schema: str | None) -> str:
+    """The NOTIFY channel of the assistant whose tables are in ``schema``."""
+    return CHANNEL if schema is None else f"{CHANNEL}_{schema}"
+
+
 class PgWakeups:
     """Wake-ups over PostgreSQL ``LISTEN``/``NOTIFY``.
 
     Args:
         url: the store's SQLAlchemy URL (``postgresql+asyncpg://...``).
+        schema: the store's ``store.schema`` (None: unset).
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, schema: str | None = None) -> None:
         self._dsn = make_url(url).set(drivername="postgresql").render_as_string(False)
+        self.channel = wake_channel(schema)
         self.name = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._conn: Any = None
         """The asyncpg connection (asyncpg is imported only when PostgreSQL is used)."""
@@ -78,7 +86,7 @@ class PgWakeups:
         import asyncpg  # type: ignore[import-untyped]  # the postgres extra
 
         conn = await asyncpg.connect(self._dsn, timeout=10)
-        await conn.add_listener(CHANNEL, self._receive)
+        await conn.add_listener(self.channel, self._receive)
         conn.add_termination_listener(lambda _c: self._lost.set())
         self._conn = conn
         self._lost.clear()
@@ -154,7 +162,7 @@ class PgWakeups:
                 continue
             for n, payload in enumerate(payloads):
                 try:
-                    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
+                    await conn.execute("SELECT pg_notify($1, $2)", self.channel, payload)
                 except Exception as exc:  # asyncpg's errors, a dropped connection
                     self.dropped += len(payloads) - n
                     log.debug("wake-up notify failed: %s", exc)

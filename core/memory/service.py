@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, func, insert, select
 
 from core.errors import MemoryNotFound, MemoryRefused
 from core.memory.config import MemoryConfig
@@ -269,6 +269,17 @@ class MemoryService:
             scored.append((c.relevance * (1 - _RECENCY_WEIGHT + _RECENCY_WEIGHT * fresh), c))
         scored.sort(key=lambda pair: (-pair[0], -pair[1].updated_at))
         return [_entry(c, score) for score, c in scored[:limit]]
+
+    async def scopes(self) -> list[tuple[str, int, float]]:
+        """Every scope with entries: ``(scope, entries, newest update)``, newest first."""
+        query = (
+            select(_table.c.scope, func.count(), func.max(_table.c.updated_at))
+            .group_by(_table.c.scope)
+            .order_by(func.max(_table.c.updated_at).desc(), _table.c.scope)
+        )
+        async with self._store.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [(str(scope), int(count), float(newest)) for scope, count, newest in rows]
 
     async def list(self, *, scope: str | None = None, limit: int = 100) -> list[MemoryEntry]:
         """The newest entries (of one scope, if given)."""

@@ -254,7 +254,9 @@ class VectorIndex:
                 if state == "missing":
                     return fallback, f"pgvector unavailable: {PGVECTOR_STATES[state]}"
                 if state == "available":
-                    await conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
+                    # With store.schema, in public: it is the database's, for every schema.
+                    where = " SCHEMA public" if self._store.schema else ""
+                    await conn.execute(text(f"CREATE EXTENSION IF NOT EXISTS vector{where}"))
             return "pgvector", ""
         except Exception as exc:
             return fallback, f"pgvector unavailable ({str(exc).splitlines()[0][:200]})"

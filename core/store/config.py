@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import re
 
-__all__ = ["StoreConfig"]
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["RESERVED_SCHEMAS", "StoreConfig"]
+
+RESERVED_SCHEMAS = frozenset({"familiar_group", "information_schema", "public"})
+"""Schemas ``store.schema`` may not name: the group's shared one, the catalog's, and
+PostgreSQL's default (leave ``schema`` unset for that)."""
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,47}")
 
 
 class StoreConfig(BaseModel):
@@ -26,3 +33,23 @@ class StoreConfig(BaseModel):
     process has its own pool, so the sum stays under the server's ``max_connections``."""
     echo: bool = False
     """Log every SQL statement (SQLAlchemy's ``echo``), for debugging: very verbose."""
+    search_schema: str | None = Field(default=None, alias="schema")
+    """PostgreSQL only: the schema that holds this assistant's tables (created if
+    missing). Different schemas on one database are different assistants (sessions,
+    bus, memory, schedules apart); the same schema is one assistant's replicas. Unset:
+    the database's default search path. Lowercase letters, digits and ``_``, at most
+    48 characters; an error with SQLite."""
+
+    @field_validator("search_schema")
+    @classmethod
+    def _schema_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not _SCHEMA_NAME.fullmatch(value) or value.startswith("pg_"):
+            raise ValueError(
+                "must be lowercase letters, digits and _ (not starting with a digit or "
+                f"pg_), at most 48 characters: {value!r}"
+            )
+        if value in RESERVED_SCHEMAS:
+            raise ValueError(f"{value!r} is reserved; choose a schema of this assistant's own")
+        return value

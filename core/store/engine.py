@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import Engine, RowMapping, Select, create_engine, event
+from sqlalchemy import Engine, RowMapping, Select, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
+from sqlalchemy.exc import DisconnectionError, IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from core.errors import StoreError, StoreFileError
+from core.errors import ConfigError, StoreError, StoreFileError
 from core.store.condition import ConditionHealth, StoreCondition
 from core.store.config import StoreConfig
 from core.store.faults import first_line
@@ -47,6 +47,14 @@ class Store:
         self._health: StoreHealth | None = None
         self.path = sqlite_path(url) if self.dialect == "sqlite" else None
         """The SQLite database file (None on a server or in memory)."""
+        self.schema = self.config.search_schema
+        """PostgreSQL: the schema of this assistant's tables (None: the search path)."""
+        if self.schema is not None and self.dialect != "postgresql":
+            raise ConfigError(
+                "store.schema is for PostgreSQL only (unset it, or set store.url to a "
+                "postgresql+asyncpg:// database)",
+                key="store.schema",
+            )
         self.condition = StoreCondition(
             where=str(self.path) if self.path else parsed.render_as_string(hide_password=True),
             directory=self.path.parent if self.path else None,
@@ -92,6 +100,12 @@ class Store:
             # overflow, six role processes could ask for 120 connections (PostgreSQL's
             # default max_connections is 100) and turns failed on "too many clients".
             kwargs["max_overflow"] = 0
+        if self.schema is not None:
+            # Every connection (pooled or not, the migrations' too) creates and finds its
+            # tables in this schema: another assistant's tables are never used.
+            # ``public`` after it: extensions (pgvector) live there by default.
+            path = f'"{self.schema}", public'
+            kwargs["connect_args"] = {"server_settings": {"search_path": path}}
         url = no_create_url(self.url, self.path) if self.path is not None else make_url(self.url)
         engine = create_async_engine(url, **kwargs)
         if self.is_sqlite:
@@ -106,8 +120,10 @@ class Store:
             self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
         if migrate:
             try:
+                if self.schema is not None:
+                    await _create_schema(engine, self.schema)
                 async with engine.begin() as conn:
-                    await conn.run_sync(upgrade_to_head)
+                    await conn.run_sync(upgrade_to_head, self.schema)
             except (SQLAlchemyError, OSError) as exc:  # OSError: the server is unreachable
                 await engine.dispose()
                 self._engine = None
@@ -190,6 +206,15 @@ class Store:
         with self.condition.guard():
             async with (self._autocommit or self.engine).connect() as conn:
                 yield conn
+
+
+async def _create_schema(engine: AsyncEngine, schema: str) -> None:
+    """Create ``schema`` unless it exists (its name is checked by `StoreConfig`)."""
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+    except IntegrityError:
+        pass  # another process created it at the same moment: IF NOT EXISTS is not atomic
 
 
 def _replace_closed_connections(engine: Engine) -> None:

@@ -23,14 +23,20 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 VERSION_TABLE = "alembic_version"
 
 
-def alembic_config(connection: Connection | None = None) -> Config:
-    """An alembic Config pointing at our migrations (no alembic.ini needed)."""
+def alembic_config(connection: Connection | None = None, schema: str | None = None) -> Config:
+    """An alembic Config pointing at our migrations (no alembic.ini needed).
+
+    ``schema`` (``store.schema``) holds the version table: the search path falls back to
+    ``public`` (for extensions such as pgvector), whose own version table, when another
+    assistant uses it, must not be taken for this schema's.
+    """
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     if connection is not None:
         cfg.attributes["connection"] = connection
+    cfg.attributes["schema"] = schema
     return cfg
 
 
@@ -45,18 +51,22 @@ def head_revision() -> str:
     return max(path.name[:4] for path in names)
 
 
-def current_revision(connection: Connection) -> str | None:
-    """The revision the database is at; None for a database never migrated."""
-    if not inspect(connection).has_table(VERSION_TABLE):
+def current_revision(connection: Connection, schema: str | None = None) -> str | None:
+    """The revision the database (``schema``, if given) is at; None if never migrated."""
+    if not inspect(connection).has_table(VERSION_TABLE, schema=schema):
         return None
-    row = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).first()
+    table = VERSION_TABLE if schema is None else f'"{schema}".{VERSION_TABLE}'
+    row = connection.execute(text(f"SELECT version_num FROM {table}")).first()
     return None if row is None else str(row[0])
 
 
-def upgrade_to_head(connection: Connection) -> None:
-    """Run every pending migration on ``connection`` (a sync connection from run_sync)."""
-    if current_revision(connection) == head_revision():
+def upgrade_to_head(connection: Connection, schema: str | None = None) -> None:
+    """Run every pending migration on ``connection`` (a sync connection from run_sync).
+
+    ``schema``: ``store.schema``, already first on the connection's search path.
+    """
+    if current_revision(connection, schema) == head_revision():
         return
     from alembic import command
 
-    command.upgrade(alembic_config(connection), "head")
+    command.upgrade(alembic_config(connection, schema), "head")

@@ -12,10 +12,13 @@ __all__ = [
     "ACTIVE",
     "MCP_TASK",
     "MCP_TASK_NO_MESSAGES",
+    "PEER_PREFIX",
     "TaskMode",
     "TaskRecord",
     "TaskRow",
     "TaskStatus",
+    "no_messages",
+    "runs_elsewhere",
 ]
 
 TaskStatus = Literal["running", "idle", "completed", "failed", "cancelled"]
@@ -30,6 +33,24 @@ MCP_TASK_NO_MESSAGES = (
     "{id} is an MCP task ({what}): its server works on the arguments it was started "
     "with and takes no messages; call the tool again to start a new task"
 )
+PEER_PREFIX = "peer:"
+"""Starts the agent type of a task delegated to a group peer (``peer:<name>``): that
+assistant works on it, so like an MCP task it takes no messages and holds no slot."""
+
+
+def runs_elsewhere(agent_type: str) -> bool:
+    """Whether a record's work runs outside this assistant's bus (an MCP task, a peer's)."""
+    return agent_type == MCP_TASK or agent_type.startswith(PEER_PREFIX)
+
+
+def no_messages(task_id: str, agent_type: str, description: str) -> str:
+    """Why a record whose work runs elsewhere takes no ``subagents send``."""
+    if agent_type == MCP_TASK:
+        return MCP_TASK_NO_MESSAGES.format(id=task_id, what=description)
+    return (
+        f"{task_id} is a task of the group peer {agent_type.removeprefix(PEER_PREFIX)!r}: "
+        "it works on the prompt it was given and takes no messages; spawn a new one"
+    )
 
 
 class TaskRow(SQLModel, table=True):

@@ -39,7 +39,7 @@ from core.tasks.profiles import (
     SubagentProfiles,
     SubagentStartContext,
 )
-from core.tasks.records import MCP_TASK, MCP_TASK_NO_MESSAGES, TaskRecord
+from core.tasks.records import TaskRecord, no_messages, runs_elsewhere
 from core.tasks.repository import TaskRepository
 from core.tasks.spawn_model import spawn_model
 from core.tools.base import NO_CAPACITY_HANDOVER, Capacity
@@ -372,8 +372,8 @@ class TaskRegistry:
                 concurrency cap is reached.
         """
         task = await self.owned(owner_key, ref)
-        if task.agent_type == MCP_TASK:
-            raise TaskRefused(MCP_TASK_NO_MESSAGES.format(id=task.id, what=task.description))
+        if runs_elsewhere(task.agent_type):
+            raise TaskRefused(no_messages(task.id, task.agent_type, task.description))
         body = text.strip()
         if not body:
             raise TaskRefused("the message is empty")
@@ -485,7 +485,7 @@ class TaskRegistry:
 
         cancelled = await self._store.transact(job)
         for record, was in cancelled:
-            if was == "running" and record.agent_type != MCP_TASK:
+            if was == "running" and not runs_elsewhere(record.agent_type):
                 # A control command overtakes the child's queue and stops its turn; a
                 # work message not yet claimed is refused by the profile (cancelled).
                 await self._bus.publish_inbound(

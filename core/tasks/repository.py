@@ -10,7 +10,7 @@ from sqlalchemy import Connection, func, insert, or_, select, text, update
 
 from core.store.engine import Store
 from core.store.models import EventRow
-from core.tasks.records import ACTIVE, MCP_TASK, TaskRecord, TaskRow
+from core.tasks.records import ACTIVE, MCP_TASK, PEER_PREFIX, TaskRecord, TaskRow
 
 __all__ = ["TaskRepository"]
 
@@ -42,7 +42,7 @@ class TaskRepository:
 
     @staticmethod
     def running_in(conn: Connection) -> int:
-        """Running agents (not MCP tasks: their servers work on those), counted under
+        """Running agents (not MCP tasks nor peers' tasks: others work on those), counted under
         a lock held to the end of the transaction (on PostgreSQL an advisory lock;
         SQLite has one writer anyway), so two spawns checking the cap at once cannot
         both pass it."""
@@ -51,7 +51,11 @@ class TaskRepository:
         query = (
             select(func.count())
             .select_from(_tasks)
-            .where(_tasks.c.status == "running", _tasks.c.agent_type != MCP_TASK)
+            .where(
+                _tasks.c.status == "running",
+                _tasks.c.agent_type != MCP_TASK,
+                _tasks.c.agent_type.not_like(f"{PEER_PREFIX}%"),
+            )
         )
         return int(conn.execute(query).scalar() or 0)
 
@@ -95,12 +99,19 @@ class TaskRepository:
         return None if row is None else TaskRecord.of(row)
 
     async def list(
-        self, *, owner_key: str | None = None, statuses: Sequence[str] = (), limit: int = 200
+        self,
+        *,
+        owner_key: str | None = None,
+        owner_keys: Sequence[str] = (),
+        statuses: Sequence[str] = (),
+        limit: int = 200,
     ) -> list[TaskRecord]:
-        """The newest tasks first (of one owner, in some statuses, if given)."""
+        """The newest tasks first (of one owner or of some owners, in some statuses, if given)."""
         query = select(_tasks).order_by(_tasks.c.created_at.desc(), _tasks.c.id)
         if owner_key is not None:
             query = query.where(_tasks.c.owner_key == owner_key)
+        if owner_keys:
+            query = query.where(_tasks.c.owner_key.in_(list(owner_keys)))
         if statuses:
             query = query.where(_tasks.c.status.in_(list(statuses)))
         async with self._store.read() as conn:

@@ -7,6 +7,8 @@ from typing import Any, Literal
 from core.agent.agents_section import rank
 from core.errors import TaskNotFound, TaskRefused, ToolFailed, ToolRetry
 from core.tasks.handoff import clip
+from core.tasks.peers import Peers, PeerSpawn
+from core.tasks.records import PEER_PREFIX
 from core.tasks.registry import SpawnRequest, TaskRegistry
 from core.tools.base import Tool, ToolContext
 from core.tools.decorator import Dep, tool
@@ -30,17 +32,31 @@ async def sessions_spawn(
     sync (default) waits and returns its result; background returns its agent_id at once
     and its result arrives later as a handoff message. Several spawns in one response
     run at the same time. The system prompt lists agent types; agents_list with a
-    query finds the others.
+    query finds the others (and the group's peers, peer:<name>: other assistants).
 
     Args:
-        agent_type: The kind of agent (general-purpose, explore, task, rubber-duck or a
-            custom one).
+        agent_type: The kind of agent (general-purpose, explore, task, rubber-duck, a
+            custom one, or peer:<name> for another assistant of the group).
         prompt: Everything the subagent needs to know to do the task.
         description: A few words on what it does (shown in lists).
         name: Give it a name to keep it for more turns (subagents send wakes it).
         mode: sync (wait for the result) or background (return at once).
         model: A model to use instead of the agent's (an id, or an alias of [models]).
     """
+    if agent_type.startswith(PEER_PREFIX):
+        peers = ctx.deps.get(Peers)
+        if peers is None:
+            raise ToolRetry(f"{agent_type!r}: group mode is off here, so there are no peers")
+        spawn = PeerSpawn(
+            peer=agent_type.removeprefix(PEER_PREFIX),
+            prompt=prompt,
+            description=description or "",
+            mode=mode,
+        )
+        try:
+            return await peers.spawn(ctx, spawn)
+        except TaskRefused as exc:
+            raise ToolFailed(str(exc)) from None
     request = SpawnRequest(
         owner_key=ctx.session_key,
         owner_depth=ctx.depth,
@@ -115,12 +131,13 @@ async def subagents(
 
 @tool
 async def agents_list(
-    registry: Dep[TaskRegistry], query: str | None = None, limit: int = 30
+    ctx: ToolContext, registry: Dep[TaskRegistry], query: str | None = None, limit: int = 30
 ) -> dict[str, Any]:
     """The agent types sessions_spawn can start: id, description, tools, memory mode.
 
     The built-in ones, then the custom ones best matching query (words of the task: a
-    language, a framework, a kind of work) first; without a query, by name.
+    language, a framework, a kind of work) first; without a query, by name. In group
+    mode, the group's current peers follow as peer:<name> (other assistants).
 
     Args:
         query: Words to match against the agents' names and descriptions; only
@@ -143,9 +160,14 @@ async def agents_list(
         item = spec.as_json()
         item["memory_share_mode"] = spec.memory_share_mode or default
         listed.append(item)
-    found: dict[str, Any] = {"agents": listed, "total": len(agents)}
-    if len(chosen) > limit:
-        found["more"] = f"{len(chosen) - limit} more match; narrow the query or raise the limit"
+    peers = ctx.deps.get(Peers)
+    found_peers = await peers.listing(query) if peers is not None else []
+    shown_peers = found_peers[: max(0, limit - len(listed))]
+    listed.extend(shown_peers)
+    found: dict[str, Any] = {"agents": listed, "total": len(agents) + len(found_peers)}
+    more = max(0, len(chosen) - limit) + len(found_peers) - len(shown_peers)
+    if more:
+        found["more"] = f"{more} more match; narrow the query or raise the limit"
     return found
 
 

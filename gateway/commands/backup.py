@@ -17,13 +17,15 @@ from gateway.masking import mask_url
 __all__ = ["backup"]
 
 
-def _pg_dump_advice(url: str, target: Path) -> str:
-    """The ``pg_dump`` command that backs up the database of ``url`` (password masked)."""
+def _pg_dump_advice(url: str, target: Path, schema: str | None = None) -> str:
+    """The ``pg_dump`` command that backs up the database of ``url`` (password masked),
+    or only this assistant's ``schema`` (``store.schema``) of it."""
     plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    only = f"--schema '{schema}' " if schema else ""
     return (
         "the store is PostgreSQL: familiar does not copy it itself; back it up with pg_dump "
         "(the password comes from PGPASSWORD or ~/.pgpass):\n"
-        f"  pg_dump --format=custom --file '{target}' '{mask_url(plain)}'"
+        f"  pg_dump --format=custom {only}--file '{target}' '{mask_url(plain)}'"
     )
 
 
@@ -35,14 +37,15 @@ def backup(path: Path, force: bool, home: Path | None) -> None:
     """On PostgreSQL, prints the pg_dump command to use instead."""
     home_dir = resolve_home(home)
     try:
-        url = store_url(home_dir, load_config(home_dir))
+        config = load_config(home_dir)
+        url = store_url(home_dir, config)
     except ConfigError as exc:
         raise fail(str(exc)) from None
     target = path.expanduser().absolute()
     source = sqlite_path(url)
     if source is None:
         if make_url(url).get_backend_name() == "postgresql":
-            click.echo(_pg_dump_advice(url, target))
+            click.echo(_pg_dump_advice(url, target, config.store.search_schema))
             return
         raise fail(f"nothing to back up: the store {mask_url(url)} is not a database file")
     try:

@@ -29,12 +29,20 @@ from gateway.commands.common import (
     resolve_home,
     stdout_console,
 )
+from gateway.commands.doctor_group import group_checks
 from gateway.commands.doctor_memory import memory_checks
 from gateway.commands.doctor_skills import skill_checks
 from gateway.commands.doctor_store import store_checks
 from gateway.commands.trust import trust_checks
 from gateway.commands.undelivered_view import undelivered_checks
-from gateway.config import CONFIG_FILE, FamiliarConfig, hooks_dir, load_config, workspace_dir
+from gateway.config import (
+    CONFIG_FILE,
+    FamiliarConfig,
+    check_shared_store,
+    hooks_dir,
+    load_config,
+    workspace_dir,
+)
 from gateway.control.client import ControlClient, ControlError, DaemonUnavailable
 from gateway.mcp import resolve_mcp
 from gateway.plugins import ChannelPlugins, build_channels, discover_channels
@@ -360,6 +368,7 @@ async def _doctor(home: Path) -> list[_Check]:
         config = load_config(home, channel_plugins=plugins)
         source = home / CONFIG_FILE
         where = str(source) if source.is_file() else f"defaults ({source} not found)"
+        check_shared_store(home, config)
         checks = [_Check("config valid", True, where)]
     except ConfigError as exc:
         checks = [_Check("config valid", False, str(exc)), *_channel_config_error(exc)]
@@ -370,6 +379,7 @@ async def _doctor(home: Path) -> list[_Check]:
     checks += [_Check(*check) for check in await asyncio.to_thread(skill_checks, home, config)]
     checks += [_Check(*check) for check in await store_checks(home, config)]
     checks += [_Check(*check) for check in await memory_checks(home, config)]
+    checks += [_Check(*check) for check in await group_checks(home, config)]
     provider, sandbox, hooks, daemon = await asyncio.gather(
         _check_provider(config),
         _check_sandbox(config),

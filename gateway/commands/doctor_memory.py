@@ -50,7 +50,7 @@ async def memory_checks(home: Path, config: FamiliarConfig | None) -> list[Memor
             return [MemoryCheck(_NAME, True, describe("sqlite-vec", "", embeddings.scan_limit))]
         reason = describe(fallback, f"sqlite-vec unavailable: {problem}", embeddings.scan_limit)
         return [MemoryCheck(_NAME, True, reason, warn=True)]
-    store = Store(url=url)
+    store = Store(url=url, config=config.store)
     try:
         await store.open(migrate=False)
         async with store.read() as conn:

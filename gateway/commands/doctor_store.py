@@ -40,7 +40,7 @@ async def store_checks(home: Path, config: FamiliarConfig | None) -> list[StoreC
     path = sqlite_path(url)
     if path is not None:
         return await asyncio.to_thread(_sqlite_checks, home, path)
-    return [await _server_check(url)]
+    return [await _server_check(url, config)]
 
 
 def _sqlite_checks(home: Path, path: Path) -> list[StoreCheck]:
@@ -88,8 +88,8 @@ def _private_check(path: Path) -> StoreCheck:
     return StoreCheck(name, True, "owner only (0600)")
 
 
-async def _server_check(url: str) -> StoreCheck:
-    store = Store(url=url)
+async def _server_check(url: str, config: FamiliarConfig) -> StoreCheck:
+    store = Store(url=url, config=config.store)
     try:
         await store.open(migrate=False)
         status = await store.health.check()

@@ -67,6 +67,7 @@ def _status_table(status: dict[str, Any]) -> Table:
         ("exec sandbox", _sandbox_text(status.get("exec_sandbox"))),
         *undelivered_rows(status),
         *_mcp_rows(status.get("mcp")),
+        *_group_rows(status.get("group")),
     ]
     for name, value in rows:
         add_row(table, name, value)
@@ -98,8 +99,14 @@ def _store_text(status: dict[str, Any]) -> str:
     health = status.get("store_health")
     if not isinstance(health, dict):
         return str(status.get("store"))
+    if status.get("store_schema"):
+        return f"{status.get('store')} schema {status['store_schema']}: " + _health_text(health)
+    return f"{status.get('store')}: " + _health_text(health)
+
+
+def _health_text(health: dict[str, Any]) -> str:
     verdict = "ok" if health.get("ok") else "FAILING"
-    return f"{status.get('store')}: {verdict} ({health.get('detail')})"
+    return f"{verdict} ({health.get('detail')})"
 
 
 def _mcp_rows(servers: Any) -> list[tuple[str, str]]:
@@ -108,6 +115,22 @@ def _mcp_rows(servers: Any) -> list[tuple[str, str]]:
         return []
     states = ", ".join(f"{s.get('name')} {s.get('state')}" for s in servers if isinstance(s, dict))
     return [("mcp", f"{states} (familiar mcp list)")]
+
+
+def _group_rows(group: Any) -> list[tuple[str, str]]:
+    """Group mode: this member's name and state, then the others (``familiar group roster``)."""
+    if not isinstance(group, dict):
+        return []
+    state = "joined" if group.get("joined") else "not joined"
+    others = [
+        f"{m.get('name')} {m.get('state')}"
+        for m in group.get("members") or []
+        if isinstance(m, dict) and m.get("name") != group.get("name")
+    ]
+    return [
+        ("group", f"{group.get('name')} {state}, heartbeat {group.get('heartbeat_s')}s"),
+        ("group peers", ", ".join(others) or "none"),
+    ]
 
 
 def _sandbox_text(sandbox: Any) -> str:

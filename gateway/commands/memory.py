@@ -1,4 +1,4 @@
-"""``familiar memory list|search|forget``: what the agent remembers, in every scope."""
+"""``familiar memory list|search|scopes|forget``: what the agent remembers, in every scope."""
 
 from __future__ import annotations
 
@@ -79,3 +79,23 @@ def forget_memory(entry_id: str, home: Path | None) -> None:
         raise click.BadParameter(f"{entry_id!r} is not a memory id (e.g. 12 or #12)")
     entry = query(resolve_home(home), lambda client: client.forget_memory(int(raw)))
     click.echo(f"Forgot #{entry.get('id')} ({entry.get('scope')}): {entry.get('text')}")
+
+
+@memory_app.command("scopes")
+@json_option()
+@home_option
+def memory_scopes(as_json: bool, home: Path | None) -> None:
+    """List the scopes that have memory entries, the most recently changed first."""
+    scopes = query(resolve_home(home), lambda client: client.memory_scopes())
+    if as_json:
+        print_json({"scopes": scopes})
+        return
+    if not scopes:
+        click.echo("No memories yet.")
+        return
+    table = Table("scope", "entries", "changed", box=None, header_style="bold")
+    for found in scopes:
+        stamp = found.get("updated_at")
+        day = time.strftime("%Y-%m-%d", time.localtime(stamp)) if isinstance(stamp, float) else ""
+        add_row(table, found.get("scope"), found.get("entries"), day)
+    stdout_console().print(table)

@@ -18,7 +18,7 @@ from gateway.commands.common import (
     resolve_home,
     stdout_console,
 )
-from gateway.commands.output import add_row
+from gateway.commands.output import add_row, styled
 
 __all__ = ["tasks_app"]
 
@@ -34,12 +34,59 @@ def _progress(task: dict[str, Any]) -> str:
     return f"{text} (last: {last})" if last else text
 
 
+def _progress_now(task: dict[str, Any]) -> str:
+    current = (task.get("progress") or {}).get("current")
+    if not current:
+        return _progress(task)
+    tool = current.get("tool")
+    now = f"now: {current.get('tool_calls', 0)} tool calls" + (f", in {tool}" if tool else "")
+    return f"{_progress(task)}; {now}"
+
+
+def _print_trees(trees: list[dict[str, Any]]) -> None:
+    console = stdout_console()
+    for tree in trees:
+        console.print(
+            styled(
+                (tree.get("session"), "bold"),
+                f" · {tree.get('active')} active, {tree.get('total')} in all",
+            )
+        )
+        stack = [(task, 1) for task in reversed(tree.get("tasks") or [])]
+        while stack:
+            task, depth = stack.pop()
+            what = " ".join(str(task.get("description") or task.get("name") or "").split())
+            console.print(
+                styled(
+                    "  " * depth,
+                    (task.get("id"), "bold"),
+                    f" {task.get('agent_type')} · {task.get('status')} · {task.get('mode')} · "
+                    f"{_progress_now(task)} — {what[:60]}",
+                )
+            )
+            stack.extend((child, depth + 1) for child in reversed(task.get("children") or []))
+
+
 @tasks_app.command("list")
 @click.option("--owner", metavar="KEY", help="Only those of this parent session.")
+@click.option(
+    "--tree",
+    is_flag=True,
+    help="Per parent session, each agent with the agents it started and its live progress.",
+)
 @json_option()
 @home_option
-def list_tasks(owner: str | None, as_json: bool, home: Path | None) -> None:
+def list_tasks(owner: str | None, tree: bool, as_json: bool, home: Path | None) -> None:
     """List subagents, newest first."""
+    if tree:
+        trees = query(resolve_home(home), lambda client: client.task_trees(session=owner))
+        if as_json:
+            print_json({"sessions": trees})
+        elif not trees:
+            click.echo("No subagents.")
+        else:
+            _print_trees(trees)
+        return
     tasks = query(resolve_home(home), lambda client: client.tasks(owner=owner))
     if as_json:
         print_json({"tasks": tasks})
@@ -84,7 +131,7 @@ def show_task(task_id: str, as_json: bool, home: Path | None) -> None:
     )
     console.print(f"parent: {escape(str(task.get('owner')))}  session: "
                   f"{escape(str(task.get('session')))}")  # fmt: skip
-    console.print(f"progress: {escape(_progress(task))}")
+    console.print(f"progress: {escape(_progress_now(task))}")
     console.print(f"prompt: {escape(str(task.get('prompt')))}")
     if task.get("result") is not None:
         console.print(f"result: {escape(str(task.get('result')))}")

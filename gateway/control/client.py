@@ -307,6 +307,12 @@ class ControlClient:
         entries = body.get("entries", [])
         return list(entries) if isinstance(entries, list) else []
 
+    async def memory_scopes(self) -> list[dict[str, Any]]:
+        """``GET /v1/memory/scopes``: each scope with its entry count, newest first."""
+        body = await self._json("GET", "/v1/memory/scopes")
+        scopes = body.get("scopes", [])
+        return list(scopes) if isinstance(scopes, list) else []
+
     async def forget_memory(self, entry_id: int) -> dict[str, Any]:
         """``DELETE /v1/memory/{id}``: delete a memory entry of any scope and return it.
 
@@ -337,13 +343,32 @@ class ControlClient:
         todos = body.get("todos", [])
         return list(todos) if isinstance(todos, list) else []
 
-    async def cancel_task(self, task_id: str) -> dict[str, Any]:
+    async def cancel_task(self, task_id: str, *, by: str | None = None) -> dict[str, Any]:
         """``DELETE /v1/tasks/{id}``: cancel a subagent and the ones it started.
 
+        Args:
+            task_id: the subagent's id.
+            by: who cancels it (e.g. ``ui:alice``), recorded with it; default the user.
+
         Raises:
-            ControlError: 404 when there is no such task.
+            ControlError: 404 when there is no such task, 400 for a bad ``by``.
         """
-        return await self._json("DELETE", f"/v1/tasks/{quote(task_id, safe='')}")
+        params = {"by": by} if by else None
+        return await self._json("DELETE", f"/v1/tasks/{quote(task_id, safe='')}", params=params)
+
+    async def task_trees(self, *, session: str | None = None) -> list[dict[str, Any]]:
+        """``GET /v1/tasks/tree``: per parent session its subagent tree, live progress.
+
+        Each item has ``session``, ``total``, ``active``, ``updated_at`` and ``tasks``
+        (as `tasks` lists them, each with its ``children``).
+
+        Raises:
+            ControlError: 400 for a bad session key.
+        """
+        params = {"session": session} if session else None
+        body = await self._json("GET", "/v1/tasks/tree", params=params)
+        trees = body.get("sessions", [])
+        return list(trees) if isinstance(trees, list) else []
 
     async def send(
         self,

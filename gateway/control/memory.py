@@ -1,4 +1,4 @@
-"""Control API routes for memory: list, search and forget on ``/v1/memory`` (any scope)."""
+"""Control API routes for memory: list, search, scopes and forget on ``/v1/memory`` (any scope)."""
 
 from __future__ import annotations
 
@@ -33,12 +33,15 @@ def add_memory_routes(app: web.Application, memory: MemoryService) -> None:
     - ``GET /v1/memory?scope=KEY&limit=N`` -> ``{"entries": [...]}``, newest first.
     - ``GET /v1/memory/search?q=QUERY&scope=KEY&limit=N`` -> ``{"entries": [...]}``, best
       first; 400 ``{"error"}`` for a query without words.
+    - ``GET /v1/memory/scopes`` -> ``{"scopes": [{"scope", "entries", "updated_at"}]}``,
+      the most recently changed first.
     - ``DELETE /v1/memory/{id}`` -> the forgotten entry; 404 when unknown, 400 for a chunk
       of a memory file (edit the file).
     """
     routes = _MemoryRoutes(memory)
     app.router.add_get("/v1/memory", routes.list)
     app.router.add_get("/v1/memory/search", routes.search)
+    app.router.add_get("/v1/memory/scopes", routes.scopes)
     app.router.add_delete("/v1/memory/{id}", routes.forget)
 
 
@@ -65,6 +68,12 @@ class _MemoryRoutes:
         except (ValueError, MemoryRefused) as exc:
             return _error(400, str(exc))
         return _entries(found)
+
+    async def scopes(self, _request: web.Request) -> web.Response:
+        found = await self._memory.scopes()
+        return web.json_response(
+            {"scopes": [{"scope": s, "entries": n, "updated_at": t} for s, n, t in found]}
+        )
 
     async def forget(self, request: web.Request) -> web.Response:
         raw = request.match_info["id"].lstrip("#")

@@ -158,6 +158,8 @@ class _ControlApi:
                 # MCP servers run beside the turns: in the agent processes (which publish
                 # their view in the store) when the gateway runs several.
                 "mcp": await mcp_report(s.core, runs_agent=s.runs_agent, processes=processes),
+                "store_schema": store.schema,
+                "group": await s.core.group.report() if s.core.group is not None else None,
             }
         )
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from core.errors import ToolRetry
 from core.tasks.agent_tools import BUILTIN_TOOLS
-from core.tasks.tools import agents_list
+from core.tasks.tools import agents_list, sessions_spawn
 from core.tools.base import ToolContext
 from tests.fakes.fake_openai import ScriptItem
 from tests.integration.harness import inbound
@@ -268,3 +269,20 @@ async def test_agents_list_finds_agents_by_query(tmp_path: Path) -> None:
         "csharp-expert",
     ]
     assert found["agents"][7]["display_name"] == "C# Expert"
+
+
+async def test_a_peer_without_group_mode_is_a_clear_refusal_and_none_is_listed(
+    tmp_path: Path,
+) -> None:
+    def respond(session: str | None, messages: list[dict[str, Any]]) -> ScriptItem:
+        return "ok"
+
+    store_url = f"sqlite+aiosqlite:///{tmp_path / 'familiar.db'}"
+    async with rig(tmp_path, store_url, respond) as (app, _replies, _fake):
+        ctx = ToolContext(workspace=tmp_path / "ws", session_key=PARENT, deps=app.tool_deps)
+        listed = json.loads(await agents_list.run(ctx, {}))
+        with pytest.raises(ToolRetry, match="group mode is off here, so there are no peers"):
+            await sessions_spawn.run(ctx, {"agent_type": "peer:work", "prompt": "hello"})
+        records = await app.tasks.repo.list()
+    assert not [a for a in listed["agents"] if a["name"].startswith("peer:")]
+    assert records == []

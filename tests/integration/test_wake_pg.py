@@ -107,3 +107,24 @@ async def test_ephemerals_stream_to_the_subscribing_process(
         async with asyncio.timeout(10):
             while received != "stream":
                 received += (await sub.get()).text
+
+
+async def test_assistants_in_other_schemas_are_not_woken(pg_url: str) -> None:
+    home, replica = PgWakeups(pg_url, "home"), PgWakeups(pg_url, "home")
+    work, work_peer = PgWakeups(pg_url, "work"), PgWakeups(pg_url, "work")
+    got: dict[str, list[str]] = {"replica": [], "work": []}
+    replica.on("outbound", lambda data, _peer: got["replica"].append(data))
+    work.on("outbound", lambda data, _peer: got["work"].append(data))
+    for w in (home, replica, work, work_peer):
+        await w.start()
+    try:
+        assert (home.channel, work.channel) == ("familiar_wake_home", "familiar_wake_work")
+        home.announce(("outbound", "for home"))
+        await eventually(lambda: got["replica"] == ["for home"], timeout=10)
+        # Sent after home's note reached the replica: had work heard home's, it came first.
+        work_peer.announce(("outbound", "for work"))
+        await eventually(lambda: got["work"], timeout=10)
+        assert got == {"replica": ["for home"], "work": ["for work"]}
+    finally:
+        for w in (home, replica, work, work_peer):
+            await w.stop()

@@ -1,4 +1,4 @@
-"""``familiar memory list|search|forget`` against the real control server."""
+"""``familiar memory list|search|scopes|forget`` against the real control server."""
 
 from __future__ import annotations
 
@@ -45,6 +45,26 @@ def test_list_search_forget(daemon: ControlStack, home: Path, loop_thread: LoopT
     assert result.exit_code == 0 and f"Forgot #{bob}" in result.stdout
     result = cli("memory", "forget", str(bob), "--home", str(home))
     assert result.exit_code == 1 and f"no memory #{bob}" in result.stderr
+
+
+def test_scopes_count_entries_newest_first(
+    daemon: ControlStack, home: Path, loop_thread: LoopThread
+) -> None:
+    result = cli("memory", "scopes", "--home", str(home))
+    assert result.exit_code == 0 and "No memories yet." in result.stdout
+    seed(daemon, loop_thread)
+    result = cli("memory", "scopes", "--json", "--home", str(home))
+    assert result.exit_code == 0, result.stderr
+    scopes = json.loads(result.stdout)["scopes"]
+    assert {(s["scope"], s["entries"]) for s in scopes} == {
+        ("global", 1),
+        ("cli:bob", 1),
+        ("cli:alice", 1),
+    }
+    stamps = [s["updated_at"] for s in scopes]
+    assert stamps == sorted(stamps, reverse=True)
+    result = cli("memory", "scopes", "--home", str(home))
+    assert result.exit_code == 0 and "cli:alice" in result.stdout and "global" in result.stdout
 
 
 def test_bad_input_is_a_clear_message(daemon: ControlStack, home: Path) -> None:

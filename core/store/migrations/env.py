@@ -31,6 +31,7 @@ context.configure(
     target_metadata=target_metadata,
     render_as_batch=True,
     include_name=include_name,
+    version_table_schema=context.config.attributes.get("schema"),
 )
 with context.begin_transaction():
     context.run_migrations()

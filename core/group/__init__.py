@@ -1,0 +1,1 @@
+"""Group mode: several assistants on one PostgreSQL database that know each other."""

@@ -1,0 +1,156 @@
+"""Settler: ends the caller's record of a peer task from its ``group_tasks`` row.
+
+A row that ended (``done``, ``failed``, ``refused``) ends the record (completed or
+failed) with its ``subagent.completed`` / ``subagent.failed`` event; a background task
+is handed to the caller's session first (deduplicated by the task id, so a crash in
+between hands it over once). A row still open whose lease ran out is ended as failed
+here: its peer stopped answering. A record cancelled by the caller ends its open row.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from sqlalchemy import Connection
+
+from core.bus.sql import SqlBus
+from core.event_data import EventPayload, SubagentCompleted, SubagentFailed
+from core.events import Event, EventLog
+from core.store.engine import Store
+from core.tasks.handoff import handoff_message
+from core.tasks.records import PEER_PREFIX, TaskRecord
+from core.tasks.repository import TaskRepository
+from core.tools.subagents_config import SubagentsConfig
+
+from .task_rows import ACTIVE_STATES, GroupTask, GroupTasks
+
+__all__ = ["Settler"]
+
+log = logging.getLogger(__name__)
+
+_PREVIEW = 500
+
+
+class Settler:
+    """Ends peer task records (idempotent: every process of the caller may run it)."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        bus: SqlBus,
+        events: EventLog,
+        tasks: GroupTasks,
+        subagents: SubagentsConfig,
+        clock: Callable[[], float],
+    ) -> None:
+        self._store = store
+        self._bus = bus
+        self.events = events
+        self._tasks = tasks
+        self._config = subagents
+        self._clock = clock
+        self.repo = TaskRepository(store=store)
+
+    async def check(self, record: TaskRecord) -> tuple[str, str] | None:
+        """How the task ended (status, text), settling the record; None while it runs."""
+        current = await self.repo.get(record.id) or record
+        row = await self._tasks.get(record.id)
+        peer = record.agent_type.removeprefix(PEER_PREFIX)
+        caller = row.caller if row is not None else ""
+        if current.status == "cancelled":
+            if row is not None and row.active:
+                cancelled = {
+                    "status": "failed",
+                    "error": current.error or "cancelled by the caller",
+                }
+                await self._tasks.change(row, cancelled, when=ACTIVE_STATES, by=caller)
+            return "cancelled", current.error or "cancelled"
+        if not current.active:
+            return current.status, current.result or current.error or ""
+        if row is None:
+            return await self._finish(current, "failed", "the task's group record is gone")
+        if row.active:
+            if not row.expired:
+                return None
+            why = (
+                f"peer {peer!r} stopped answering: its lease on the task ran out "
+                "(no sign of life for group.expire_after seconds)"
+            )
+            ended = {"status": "failed", "error": why}
+            await self._tasks.change(row, ended, when=ACTIVE_STATES, by=caller, expired_only=True)
+            row = await self._tasks.get(record.id)
+            if row is None or row.active:
+                return None  # renewed meanwhile: it lives
+        return await self._finish(current, *_outcome(row, peer))
+
+    async def hand_off_later(self, record: TaskRecord) -> bool:
+        """A sync wait that timed out: its answer becomes a handoff (False: it ended)."""
+        return await self._store.transact(
+            lambda conn: TaskRepository.update_in(
+                conn, record.id, {"handoff": True}, when={"status": "running"}
+            )
+        )
+
+    async def _finish(self, record: TaskRecord, status: str, text: str) -> tuple[str, str]:
+        if record.handoff:
+            await self._bus.publish_inbound(
+                handoff_message(
+                    record,
+                    inbound_id=f"{PEER_PREFIX}{record.id}",
+                    status=status,
+                    result=text,
+                    limit=self._config.result_max_chars,
+                )
+            )
+        now = self._clock()
+        ok = status == "completed"
+        values = {
+            "status": "completed" if ok else "failed",
+            "result": text if ok else None,
+            "error": None if ok else text,
+            "turns": record.turns + 1,
+            "updated_at": now,
+            "finished_at": now,
+        }
+        data: EventPayload
+        if ok:
+            data = SubagentCompleted(
+                agent_id=record.id,
+                agent_type=record.agent_type,
+                status=status,
+                result=text[:_PREVIEW],
+            )
+        else:
+            data = SubagentFailed(
+                agent_id=record.id,
+                agent_type=record.agent_type,
+                status=status,
+                error=text[:_PREVIEW],
+            )
+
+        def job(conn: Connection) -> bool:
+            if not TaskRepository.update_in(conn, record.id, values, when={"status": "running"}):
+                return False
+            self.events.add_in(conn, [Event(session_key=record.owner_key, data=data)])
+            return True
+
+        if await self._store.transact(job):
+            log.info(
+                "group task %s id=%s peer=%s owner=%s handoff=%s",
+                status,
+                record.id,
+                record.agent_type.removeprefix(PEER_PREFIX),
+                record.owner_key,
+                record.handoff,
+            )
+        return status, text
+
+
+def _outcome(row: GroupTask, peer: str) -> tuple[str, str]:
+    if row.status == "done":
+        return "completed", row.result or ""
+    if row.status == "refused":
+        return "refused", row.error or f"{peer} refused the task"
+    return "failed", row.error or f"{peer} failed the task"
