@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
 
+from core.errors import ConfigError
 from core.group.tables import GROUP_SCHEMA, ensure_group_tables, group_members
 from core.group.timeline import TimelineKind, append_entry
 from core.store.engine import Store
@@ -143,6 +144,9 @@ class Roster:
         Appends ``group.joined`` when starting or when the member was not active (left,
         or recorded gone), ``group.updated`` when what it announces changed, nothing on
         a plain heartbeat; returns that kind.
+
+        Raises:
+            ConfigError: an active member of another assistant has this name.
         """
         values = {
             "description": snapshot.description,
@@ -164,8 +168,13 @@ class Roster:
             made = conn.execute(insert.on_conflict_do_nothing().returning(table.c.name))
             old = None
             if made.first() is None:
-                query = sa.select(table).where(table.c.name == snapshot.name).with_for_update()
+                query = (
+                    sa.select(table, sa.func.now().label("now"))
+                    .where(table.c.name == snapshot.name)
+                    .with_for_update()
+                )
                 old = conn.execute(query).mappings().one()
+                self._refuse_another_holder(old, snapshot)
                 conn.execute(sa.update(table).where(table.c.name == snapshot.name).values(values))
             kind = _change(old, snapshot, starting=starting)
             if kind is not None:
@@ -173,6 +182,21 @@ class Roster:
             return kind
 
         return await self.store.transact(job)
+
+    def _refuse_another_holder(self, row: RowMapping, snapshot: Snapshot) -> None:
+        """Raise when another assistant (another ``store.schema``) holds the name: its
+        row is active. Checked under the row's lock, so two assistants starting together,
+        or one whose heartbeat comes back after another took the name, never share it."""
+        if row["store_schema"] == snapshot.store_schema or row["state"] != "joined":
+            return
+        if self._stale(row["now"], row["last_heartbeat"]):
+            return
+        raise ConfigError(
+            f"group.name {snapshot.name!r} is taken by an active member of another "
+            f"assistant (store.schema {row['store_schema'] or '(unset)'} on {row['host']}): "
+            "choose another group.name",
+            key="group.name",
+        )
 
     async def leave(self, name: str) -> bool:
         """Mark ``name`` left (a graceful stop) and append ``group.left`` once."""
