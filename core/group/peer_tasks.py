@@ -33,8 +33,10 @@ from .task_rows import GroupTask, GroupTasks
 __all__ = [
     "GROUP_CHANNEL",
     "GROUP_SESSION_PREFIX",
+    "MAX_ANSWER_CHARS",
     "MAX_PROMPT_CHARS",
     "PeerTaskService",
+    "clip_answer",
     "group_session_key",
 ]
 
@@ -44,12 +46,23 @@ GROUP_CHANNEL = "group"
 """The channel of delegated tasks: its outbox is delivered by this service."""
 GROUP_SESSION_PREFIX = "group:"
 _POLL = 1.0
+"""Seconds between looks for tasks a lost NOTIFY did not announce."""
 _PRUNE_EVERY = 3600.0
 """Seconds between deletions of this member's old ended tasks."""
 _TASK_ID = re.compile(r"[0-9a-f]{8,32}")
 MAX_PROMPT_CHARS = 100_000
 """The longest prompt a peer runs (a caller checks it too)."""
-"""Seconds between looks for tasks a lost NOTIFY did not announce."""
+MAX_ANSWER_CHARS = 100_000
+"""The most of an answer (or error) a peer writes back, and a caller reads: the rest is
+cut, with a note saying how much (the caller's model sees at most
+``tools.subagents.result_max_chars`` of it anyway)."""
+
+
+def clip_answer(text: str) -> str:
+    """``text`` within `MAX_ANSWER_CHARS`, with a note saying how much was cut."""
+    if len(text) <= MAX_ANSWER_CHARS:
+        return text
+    return f"{text[:MAX_ANSWER_CHARS]}\n[... {len(text) - MAX_ANSWER_CHARS} more characters cut]"
 
 
 def group_session_key(caller: str, task_id: str) -> str:
@@ -208,10 +221,11 @@ class PeerTaskService:
         task = await self._tasks.get(task_id)
         if task is None or task.peer != self.name:
             return
+        text = clip_answer(reply.text)
         if reply.kind == "error":
-            values = {"status": "failed", "error": reply.text, "result": None}
+            values = {"status": "failed", "error": text, "result": None}
         else:
-            values = {"status": "done", "result": reply.text, "error": None}
+            values = {"status": "done", "result": text, "error": None}
         if await self._tasks.change(task, values, when=("running",), by=self.name):
             status = values["status"]
             log.info("group task answered id=%s from=%s status=%s", task.id, task.caller, status)

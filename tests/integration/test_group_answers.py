@@ -1,0 +1,129 @@
+"""A delegated task's answer is bounded on both sides of ``group_tasks``: the peer cuts
+what it writes, and the caller cuts what it reads (a peer is another program)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import Connection
+
+from core.bus.sql import SqlBus
+from core.events import EventLog
+from core.group.peer_tasks import MAX_ANSWER_CHARS, PeerTaskService, group_session_key
+from core.group.roster import Roster
+from core.group.settle import Settler
+from core.group.task_rows import GroupTasks
+from core.messages import Delivery, OutboundMessage
+from core.store.config import StoreConfig
+from core.store.engine import Store
+from core.tasks.repository import TaskRepository
+from core.tools.subagents_config import SubagentsConfig
+
+pytestmark = pytest.mark.postgres
+
+HUGE = "x" * (MAX_ANSWER_CHARS * 5)
+
+
+@pytest.fixture
+async def stores(pg_url: str) -> AsyncIterator[dict[str, Store]]:
+    opened = {name: Store(url=pg_url, config=StoreConfig(schema=name)) for name in ("home", "work")}
+    for store in opened.values():
+        await store.open()
+    await Roster(opened["home"], expire_after=60).ensure_tables()
+    try:
+        yield opened
+    finally:
+        for store in opened.values():
+            await store.close()
+
+
+async def _queue(store: Store, task_id: str) -> None:
+    now = time.time()
+    record = {
+        "id": task_id,
+        "owner_key": "cli:default",
+        "child_key": group_session_key("home", task_id),
+        "agent_type": "peer:work",
+        "description": "d",
+        "prompt": "p",
+        "mode": "sync",
+        "memory_mode": "handoff",
+        "status": "running",
+        "delivery": Delivery(channel="cli").model_dump_json(),
+        "created_at": now,
+        "updated_at": now,
+    }
+    row = {
+        "id": task_id,
+        "caller": "home",
+        "peer": "work",
+        "prompt": "p",
+        "mode": "sync",
+        "status": "running",
+        "created_at": now,
+        "updated_at": now,
+    }
+
+    def job(conn: Connection) -> None:
+        TaskRepository.insert_in(conn, record)
+        GroupTasks.insert_in(conn, row, lease=60.0)
+
+    await store.transact(job)
+
+
+async def test_the_peer_writes_and_the_caller_reads_a_bounded_answer(
+    stores: dict[str, Store],
+) -> None:
+    home, work = stores["home"], stores["work"]
+    tasks = GroupTasks(store=work)
+    peer = PeerTaskService(
+        store=work,
+        bus=SqlBus(store=work),
+        events=EventLog(store=work),
+        tasks=tasks,
+        name="work",
+        accept_from=["home"],
+        lease=60.0,
+        renew_every=30.0,
+        retention_days=30.0,
+    )
+    task_id = "a" * 16
+    await _queue(home, task_id)
+    await peer.settle(
+        OutboundMessage(
+            id="r1",
+            inbound_id=f"group-{task_id}",
+            session_key=group_session_key("home", task_id),
+            delivery=Delivery(channel="group", chat_id=task_id),
+            text=HUGE,
+        )
+    )
+    written = await tasks.get(task_id)
+    assert written is not None and written.status == "done" and written.result is not None
+    assert len(written.result) < MAX_ANSWER_CHARS + 100
+    assert written.result.endswith(f"[... {len(HUGE) - MAX_ANSWER_CHARS} more characters cut]")
+
+    # Whatever another program wrote there, the caller keeps a bounded text.
+    other = "b" * 16
+    await _queue(home, other)
+    row = await tasks.get(other)
+    assert row is not None
+    assert await tasks.change(row, {"status": "done", "result": HUGE}, when=["running"], by="work")
+    settler = Settler(
+        store=home,
+        bus=SqlBus(store=home),
+        events=EventLog(store=home),
+        tasks=GroupTasks(store=home),
+        subagents=SubagentsConfig(),
+        clock=time.time,
+    )
+    record = await settler.repo.get(other)
+    assert record is not None
+    ended = await settler.check(record)
+    assert ended is not None and ended[0] == "completed"
+    assert len(ended[1]) < MAX_ANSWER_CHARS + 100
+    kept = await settler.repo.get(other)
+    assert kept is not None and kept.result is not None
+    assert len(kept.result) < MAX_ANSWER_CHARS + 100
