@@ -126,16 +126,20 @@ class GroupService:
         await self.timeline.prune(self.config.retention_days)
 
     async def stop(self) -> None:
-        """Leave (a graceful stop): ``group.left``, then close the wake-up connection."""
+        """Leave (a graceful stop): ``group.left`` unless another replica of this
+        assistant runs on, then close the wake-up connection."""
         loop, self._loop = self._loop, None
         if loop is not None:
             loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
             try:
-                if await self.roster.leave(self.name):
-                    await self._notify("group.left", member=self.name)
-                log.info("group left name=%s", self.name)
+                if self.signals is not None and not await self.signals.last_replica():
+                    log.info("group: another replica of %s runs on; not leaving", self.name)
+                else:
+                    if await self.roster.leave(self.name):
+                        await self._notify("group.left", member=self.name)
+                    log.info("group left name=%s", self.name)
             except (FamiliarError, SQLAlchemyError, OSError) as exc:
                 log.warning("group leave not recorded: %s", exc)
         if self.signals is not None:

@@ -1,18 +1,23 @@
 """A member's name belongs to one assistant while it is active: decided in the roster's
 own transaction, so neither two assistants starting together nor an assistant that
-went quiet for a moment can end up sharing it."""
+went quiet for a moment can end up sharing it. Replicas of one assistant share it: the
+member leaves when the last of them stops."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from core.errors import ConfigError
+from core.group.config import GroupConfig
+from core.group.identity import CapabilitySources
 from core.group.roster import Roster, Snapshot
+from core.group.service import GroupService
 from core.group.tables import group_members
 from core.store.config import StoreConfig
 from core.store.engine import Store
@@ -83,3 +88,37 @@ async def test_a_heartbeat_never_takes_the_name_from_the_assistant_holding_it(
     await work.leave("same")
     assert await home.announce(_snapshot("home"), starting=True) == "group.joined"
     assert await _schema_of_row(stores["home"]) == "home"
+
+
+def _service(store: Store, url: str, workspace: Path) -> GroupService:
+    return GroupService(
+        store=store,
+        url=url,
+        config=GroupConfig(enabled=True, name="home", heartbeat=30, expire_after=60),
+        name="home",
+        workspace=workspace,
+        sources=CapabilitySources(tools=lambda: ["read_file"]),
+    )
+
+
+async def test_one_replica_stopping_leaves_the_member_active_while_another_runs(
+    pg_url: str, tmp_path: Path
+) -> None:
+    replicas = [Store(url=pg_url, config=StoreConfig(schema="home")) for _ in range(2)]
+    for store in replicas:
+        await store.open(migrate=False)
+    try:
+        first, second = (_service(store, pg_url, tmp_path) for store in replicas)
+        await first.start(version="1")
+        await second.start(version="1")
+        await first.stop()  # a rolling restart: the other gateway still answers
+        member = await second.roster.member("home")
+        assert member is not None and member.state == "active"
+        await second.stop()  # the last one: the member has left
+        member = await second.roster.member("home")
+        assert member is not None and member.state == "left"
+        kinds = [e.kind for e in await second.timeline.recent()]
+        assert kinds == ["group.joined", "group.joined", "group.left"]
+    finally:
+        for store in replicas:
+            await store.close()
