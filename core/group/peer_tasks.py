@@ -90,8 +90,8 @@ class PeerTaskService:
         accept_from: the members whose tasks run here (``group.accept_from``).
         lease: seconds a task's lease lasts without renewal (``group.expire_after``).
         renew_every: seconds between renewals (``group.heartbeat``).
-        retention_days: ended tasks sent here are deleted after that many days
-            (``group.retention_days``).
+        retention_days: ended tasks sent here or from here are deleted after that many
+            days (``group.retention_days``).
     """
 
     def __init__(
