@@ -28,6 +28,7 @@ from core.events import Event, EventLog
 from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.store.engine import Store
 
+from .roster import Roster
 from .task_rows import GroupTask, GroupTasks
 
 __all__ = [
@@ -86,6 +87,8 @@ class PeerTaskService:
         bus: this assistant's bus.
         events: this assistant's event log.
         tasks: the group's task rows.
+        roster: the group's roster (tasks are taken only while it shows this member's
+            name as this assistant's: same ``store.schema``).
         name: this member's name.
         accept_from: the members whose tasks run here (``group.accept_from``).
         lease: seconds a task's lease lasts without renewal (``group.expire_after``).
@@ -101,6 +104,7 @@ class PeerTaskService:
         bus: SqlBus,
         events: EventLog,
         tasks: GroupTasks,
+        roster: Roster,
         name: str,
         accept_from: Collection[str],
         lease: float,
@@ -112,6 +116,8 @@ class PeerTaskService:
         self._bus = bus
         self._events = events
         self._tasks = tasks
+        self._roster = roster
+        self._name_ours: bool | None = None
         self.name = name
         self._accept = frozenset(accept_from)
         self._lease = lease
@@ -149,10 +155,35 @@ class PeerTaskService:
 
     async def _intake(self) -> None:
         self._woken.clear()
-        for task in await self._tasks.queued_for(self.name):
-            await self.take(task)
+        await self.take_queued()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._woken.wait(), self._poll)
+
+    async def take_queued(self) -> int:
+        """Take (or refuse) the tasks queued for this member; how many.
+
+        None is taken while the roster does not show the name as this assistant's
+        (another assistant holds it, or this one has not announced itself yet): a task
+        sent to another assistant of the same name is never run here."""
+        queued = await self._tasks.queued_for(self.name)
+        if not queued:
+            return 0
+        member = await self._roster.member(self.name)
+        ours = member is not None and member.store_schema == self._store.schema
+        if not ours:
+            if self._name_ours is not False:
+                log.warning(
+                    "group tasks for %s left queued: the roster shows that name as another "
+                    "assistant's (store.schema %s), or not yet announced",
+                    self.name,
+                    member.store_schema if member is not None else "-",
+                )
+            self._name_ours = False
+            return 0
+        self._name_ours = True
+        for task in queued:
+            await self.take(task)
+        return len(queued)
 
     async def take(self, task: GroupTask) -> None:
         """Refuse the task, or put it on the bus and mark it running (publish first: a

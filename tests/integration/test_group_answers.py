@@ -1,10 +1,12 @@
-"""A delegated task's answer is bounded on both sides of ``group_tasks``: the peer cuts
-what it writes, and the caller cuts what it reads (a peer is another program)."""
+"""The peer's side of ``group_tasks``: it takes only tasks sent to its own name (never
+those of another assistant claiming it), and a task's answer is bounded on both sides
+(the peer cuts what it writes, the caller what it reads: a peer is another program)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import Connection
@@ -12,7 +14,7 @@ from sqlalchemy import Connection
 from core.bus.sql import SqlBus
 from core.events import EventLog
 from core.group.peer_tasks import MAX_ANSWER_CHARS, PeerTaskService, group_session_key
-from core.group.roster import Roster
+from core.group.roster import Roster, Snapshot
 from core.group.settle import Settler
 from core.group.task_rows import GroupTasks
 from core.messages import Delivery, OutboundMessage
@@ -39,7 +41,7 @@ async def stores(pg_url: str) -> AsyncIterator[dict[str, Store]]:
             await store.close()
 
 
-async def _queue(store: Store, task_id: str) -> None:
+async def _queue(store: Store, task_id: str, status: str = "running") -> None:
     now = time.time()
     record = {
         "id": task_id,
@@ -61,7 +63,7 @@ async def _queue(store: Store, task_id: str) -> None:
         "peer": "work",
         "prompt": "p",
         "mode": "sync",
-        "status": "running",
+        "status": status,
         "created_at": now,
         "updated_at": now,
     }
@@ -73,22 +75,58 @@ async def _queue(store: Store, task_id: str) -> None:
     await store.transact(job)
 
 
-async def test_the_peer_writes_and_the_caller_reads_a_bounded_answer(
-    stores: dict[str, Store],
-) -> None:
-    home, work = stores["home"], stores["work"]
-    tasks = GroupTasks(store=work)
-    peer = PeerTaskService(
-        store=work,
-        bus=SqlBus(store=work),
-        events=EventLog(store=work),
-        tasks=tasks,
+def _peer(store: Store) -> PeerTaskService:
+    return PeerTaskService(
+        store=store,
+        bus=SqlBus(store=store),
+        events=EventLog(store=store),
+        tasks=GroupTasks(store=store),
+        roster=Roster(store, expire_after=60),
         name="work",
         accept_from=["home"],
         lease=60.0,
         renew_every=30.0,
         retention_days=30.0,
     )
+
+
+def _member(schema: str) -> Snapshot:
+    return Snapshot(
+        name="work",
+        description="",
+        identity="",
+        version="1",
+        capabilities={},
+        host="h",
+        store_schema=schema,
+        started_at=datetime.now(UTC),
+    )
+
+
+async def test_tasks_for_a_name_another_assistant_holds_are_left_queued(
+    stores: dict[str, Store],
+) -> None:
+    home, work = stores["home"], stores["work"]
+    task_id = "c" * 16
+    await _queue(home, task_id, status="queued")
+    await Roster(home, expire_after=60).announce(_member("home"), starting=True)
+    # another assistant (schema home) holds the name "work": this one takes nothing
+    assert await _peer(work).take_queued() == 0
+    row = await GroupTasks(store=work).get(task_id)
+    assert row is not None and row.status == "queued"
+    await Roster(home, expire_after=60).leave("work")
+    await Roster(work, expire_after=60).announce(_member("work"), starting=True)
+    assert await _peer(work).take_queued() == 1
+    row = await GroupTasks(store=work).get(task_id)
+    assert row is not None and row.status == "running"
+
+
+async def test_the_peer_writes_and_the_caller_reads_a_bounded_answer(
+    stores: dict[str, Store],
+) -> None:
+    home, work = stores["home"], stores["work"]
+    tasks = GroupTasks(store=work)
+    peer = _peer(work)
     task_id = "a" * 16
     await _queue(home, task_id)
     await peer.settle(
