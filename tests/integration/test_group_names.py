@@ -21,6 +21,8 @@ from core.group.service import GroupService
 from core.group.tables import group_members
 from core.store.config import StoreConfig
 from core.store.engine import Store
+from gateway.commands.doctor_group import group_checks
+from gateway.config import load_config
 
 pytestmark = pytest.mark.postgres
 
@@ -122,3 +124,20 @@ async def test_one_replica_stopping_leaves_the_member_active_while_another_runs(
     finally:
         for store in replicas:
             await store.close()
+
+
+async def test_doctor_says_when_the_name_is_another_assistants(
+    stores: dict[str, Store], pg_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "config.toml").write_text(
+        f'[store]\nurl = "{pg_url}"\nschema = "work"\n\n[group]\nenabled = true\nname = "same"\n'
+    )
+    roster = Roster(stores["home"], expire_after=60)
+    await roster.ensure_tables()
+    await roster.announce(_snapshot("home"), starting=True)
+    (check,) = await group_checks(tmp_path, load_config(tmp_path))
+    assert not check.ok
+    assert "the roster's same is another assistant's (store.schema home" in check.reason
+    await roster.leave("same")
+    (check,) = await group_checks(tmp_path, load_config(tmp_path))
+    assert check.ok and check.warn  # free again: this one takes it when it starts
