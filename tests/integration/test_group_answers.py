@@ -4,6 +4,7 @@ those of another assistant claiming it), and a task's answer is bounded on both 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -165,3 +166,23 @@ async def test_the_peer_writes_and_the_caller_reads_a_bounded_answer(
     kept = await settler.repo.get(other)
     assert kept is not None and kept.result is not None
     assert len(kept.result) < MAX_ANSWER_CHARS + 100
+
+
+async def test_two_replicas_of_the_peer_take_a_task_once(
+    stores: dict[str, Store], pg_url: str
+) -> None:
+    home, work = stores["home"], stores["work"]
+    await Roster(work, expire_after=60).announce(_member("work"), starting=True)
+    task_id = "d" * 16
+    await _queue(home, task_id, status="queued")
+    replica = Store(url=pg_url, config=StoreConfig(schema="work"))
+    await replica.open(migrate=False)
+    try:
+        taken = await asyncio.gather(_peer(work).take_queued(), _peer(replica).take_queued())
+    finally:
+        await replica.close()
+    assert 1 in taken  # one or both took it: the bus and the row let it through once
+    claims = await SqlBus(store=work).claim(owner="t", limit=10, lease_seconds=30)
+    assert [c.message.id for c in claims] == [f"group-{task_id}"]
+    row = await GroupTasks(store=work).get(task_id)
+    assert row is not None and row.status == "running"
