@@ -27,10 +27,11 @@ log = logging.getLogger(__name__)
 SignalHandler = Callable[[dict[str, Any]], None]
 """Called on the event loop with a note's decoded payload."""
 _MAX_PAYLOAD = 7900
-_REPLICA_KEY = "hashtext('familiar_group.member:' || $1)"
+_REPLICA_KEY = "1717661031, hashtext($1)"
 """The advisory lock every replica of a member holds (shared) on its wake-up connection,
 so the one that stops can tell whether others run on: a lock dies with its connection,
-a crashed replica's too."""
+a crashed replica's too. Two keys (a class, the name's hash): apart from every one-key
+lock (``familiar_group``'s DDL lock, the subagent cap's)."""
 
 
 class GroupSignals:
