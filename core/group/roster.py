@@ -119,11 +119,10 @@ class Roster:
             state = "left"
         elif row["state"] == "gone" or self._stale(row["now"], row["last_heartbeat"]):
             state = "gone"
-        raw = row["capabilities"] or {}
         return Member(
             name=row["name"],
             description=row["description"],
-            capabilities={str(k): [str(n) for n in v] for k, v in raw.items()},
+            capabilities=_capabilities(row["capabilities"]),
             host=row["host"],
             version=row["version"],
             started_at=row["started_at"],
@@ -234,6 +233,14 @@ class Roster:
             return sorted(name for name, _ in gone)
 
         return await self.store.transact(job)
+
+
+def _capabilities(raw: object) -> dict[str, list[str]]:
+    """A row's capabilities as names; parts of another shape (a member of another
+    version, a hand edit) are left out instead of failing every reader of the roster."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): [str(n) for n in v] for k, v in raw.items() if isinstance(v, list)}
 
 
 def _change(old: RowMapping | None, snapshot: Snapshot, *, starting: bool) -> TimelineKind | None:

@@ -141,3 +141,15 @@ async def test_doctor_says_when_the_name_is_another_assistants(
     await roster.leave("same")
     (check,) = await group_checks(tmp_path, load_config(tmp_path))
     assert check.ok and check.warn  # free again: this one takes it when it starts
+
+
+async def test_a_malformed_row_does_not_break_the_roster(stores: dict[str, Store]) -> None:
+    roster = Roster(stores["home"], expire_after=60)
+    await roster.ensure_tables()
+    await roster.announce(_snapshot("home"), starting=True)
+    for odd in ({"tools": 5, "skills": ["greeter"]}, ["tools"], None):
+        async with stores["home"].engine.begin() as conn:
+            await conn.execute(sa.update(group_members).values(capabilities=odd))
+        (member,) = await roster.members()
+        expected = {"skills": ["greeter"]} if isinstance(odd, dict) else {}
+        assert member.capabilities == expected
