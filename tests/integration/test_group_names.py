@@ -1,7 +1,7 @@
 """A member's name belongs to one assistant while it is active: decided in the roster's
 own transaction, so neither two assistants starting together nor an assistant that
 went quiet for a moment can end up sharing it. Replicas of one assistant share it: the
-member leaves when the last of them stops."""
+member leaves when the last of them stops. A row of another shape breaks no reader."""
 
 from __future__ import annotations
 
