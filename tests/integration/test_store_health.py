@@ -203,9 +203,11 @@ async def test_losing_the_database_fails_readyz_and_stops_the_gateway(
                     try:
                         async with control.get(BASE + "/v1/status") as response:
                             status = await response.json()
-                        break
+                        if status["http"]:  # HTTP listens last, after the control socket
+                            break
                     except aiohttp.ClientConnectionError:
-                        await asyncio.sleep(0.05)
+                        pass
+                    await asyncio.sleep(0.05)
         assert status["store_health"]["ok"] is True, status
         address = status["http"]
         assert (await _readyz(address))[0] == 200
