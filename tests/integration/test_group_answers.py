@@ -23,6 +23,7 @@ from core.store.config import StoreConfig
 from core.store.engine import Store
 from core.tasks.repository import TaskRepository
 from core.tools.subagents_config import SubagentsConfig
+from tests.integration.schema_stores import schema_stores
 
 pytestmark = pytest.mark.postgres
 
@@ -31,15 +32,9 @@ HUGE = "x" * (MAX_ANSWER_CHARS * 5)
 
 @pytest.fixture
 async def stores(pg_url: str) -> AsyncIterator[dict[str, Store]]:
-    opened = {name: Store(url=pg_url, config=StoreConfig(schema=name)) for name in ("home", "work")}
-    for store in opened.values():
-        await store.open()
-    await Roster(opened["home"], expire_after=60).ensure_tables()
-    try:
+    async with schema_stores(pg_url) as opened:
+        await Roster(opened["home"], expire_after=60).ensure_tables()
         yield opened
-    finally:
-        for store in opened.values():
-            await store.close()
 
 
 async def _queue(store: Store, task_id: str, status: str = "running") -> None:

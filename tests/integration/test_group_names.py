@@ -23,20 +23,15 @@ from core.store.config import StoreConfig
 from core.store.engine import Store
 from gateway.commands.doctor_group import group_checks
 from gateway.config import load_config
+from tests.integration.schema_stores import schema_stores
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
 async def stores(pg_url: str) -> AsyncIterator[dict[str, Store]]:
-    opened = {name: Store(url=pg_url, config=StoreConfig(schema=name)) for name in ("home", "work")}
-    for store in opened.values():
-        await store.open(migrate=False)
-    try:
+    async with schema_stores(pg_url, migrate=False) as opened:
         yield opened
-    finally:
-        for store in opened.values():
-            await store.close()
 
 
 def _snapshot(schema: str) -> Snapshot:

@@ -9,23 +9,17 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
-from core.store.config import StoreConfig
 from core.store.engine import Store
 from core.tasks.repository import TaskRepository
+from tests.integration.schema_stores import schema_stores
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
 async def stores(pg_url: str) -> AsyncIterator[dict[str, Store]]:
-    opened = {name: Store(url=pg_url, config=StoreConfig(schema=name)) for name in ("home", "work")}
-    for store in opened.values():
-        await store.open()
-    try:
+    async with schema_stores(pg_url) as opened:
         yield opened
-    finally:
-        for store in opened.values():
-            await store.close()
 
 
 async def _count_quickly(store: Store) -> int:
