@@ -64,6 +64,7 @@ class Delegation:
             bus=bus,
             events=events,
             tasks=tasks,
+            roster=group.roster,
             name=group.name,
             accept_from=config.accept_from,
             lease=config.expire_after,

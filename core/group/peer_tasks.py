@@ -28,13 +28,16 @@ from core.events import Event, EventLog
 from core.messages import Delivery, InboundMessage, OutboundMessage
 from core.store.engine import Store
 
+from .roster import Roster
 from .task_rows import GroupTask, GroupTasks
 
 __all__ = [
     "GROUP_CHANNEL",
     "GROUP_SESSION_PREFIX",
+    "MAX_ANSWER_CHARS",
     "MAX_PROMPT_CHARS",
     "PeerTaskService",
+    "clip_answer",
     "group_session_key",
 ]
 
@@ -44,12 +47,23 @@ GROUP_CHANNEL = "group"
 """The channel of delegated tasks: its outbox is delivered by this service."""
 GROUP_SESSION_PREFIX = "group:"
 _POLL = 1.0
+"""Seconds between looks for tasks a lost NOTIFY did not announce."""
 _PRUNE_EVERY = 3600.0
 """Seconds between deletions of this member's old ended tasks."""
 _TASK_ID = re.compile(r"[0-9a-f]{8,32}")
 MAX_PROMPT_CHARS = 100_000
 """The longest prompt a peer runs (a caller checks it too)."""
-"""Seconds between looks for tasks a lost NOTIFY did not announce."""
+MAX_ANSWER_CHARS = 100_000
+"""The most of an answer (or error) a peer writes back, and a caller reads: the rest is
+cut, with a note saying how much (the caller's model sees at most
+``tools.subagents.result_max_chars`` of it anyway)."""
+
+
+def clip_answer(text: str) -> str:
+    """``text`` within `MAX_ANSWER_CHARS`, with a note saying how much was cut."""
+    if len(text) <= MAX_ANSWER_CHARS:
+        return text
+    return f"{text[:MAX_ANSWER_CHARS]}\n[... {len(text) - MAX_ANSWER_CHARS} more characters cut]"
 
 
 def group_session_key(caller: str, task_id: str) -> str:
@@ -73,12 +87,14 @@ class PeerTaskService:
         bus: this assistant's bus.
         events: this assistant's event log.
         tasks: the group's task rows.
+        roster: the group's roster (tasks are taken only while it shows this member's
+            name as this assistant's: same ``store.schema``).
         name: this member's name.
         accept_from: the members whose tasks run here (``group.accept_from``).
         lease: seconds a task's lease lasts without renewal (``group.expire_after``).
         renew_every: seconds between renewals (``group.heartbeat``).
-        retention_days: ended tasks sent here are deleted after that many days
-            (``group.retention_days``).
+        retention_days: ended tasks sent here or from here are deleted after that many
+            days (``group.retention_days``).
     """
 
     def __init__(
@@ -88,6 +104,7 @@ class PeerTaskService:
         bus: SqlBus,
         events: EventLog,
         tasks: GroupTasks,
+        roster: Roster,
         name: str,
         accept_from: Collection[str],
         lease: float,
@@ -99,6 +116,8 @@ class PeerTaskService:
         self._bus = bus
         self._events = events
         self._tasks = tasks
+        self._roster = roster
+        self._name_ours: bool | None = None
         self.name = name
         self._accept = frozenset(accept_from)
         self._lease = lease
@@ -136,10 +155,35 @@ class PeerTaskService:
 
     async def _intake(self) -> None:
         self._woken.clear()
-        for task in await self._tasks.queued_for(self.name):
-            await self.take(task)
+        await self.take_queued()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._woken.wait(), self._poll)
+
+    async def take_queued(self) -> int:
+        """Take (or refuse) the tasks queued for this member; how many.
+
+        None is taken while the roster does not show the name as this assistant's
+        (another assistant holds it, or this one has not announced itself yet): a task
+        sent to another assistant of the same name is never run here."""
+        queued = await self._tasks.queued_for(self.name)
+        if not queued:
+            return 0
+        member = await self._roster.member(self.name)
+        ours = member is not None and member.store_schema == self._store.schema
+        if not ours:
+            if self._name_ours is not False:
+                log.warning(
+                    "group tasks for %s left queued: the roster shows that name as another "
+                    "assistant's (store.schema %s), or not yet announced",
+                    self.name,
+                    member.store_schema if member is not None else "-",
+                )
+            self._name_ours = False
+            return 0
+        self._name_ours = True
+        for task in queued:
+            await self.take(task)
+        return len(queued)
 
     async def take(self, task: GroupTask) -> None:
         """Refuse the task, or put it on the bus and mark it running (publish first: a
@@ -208,10 +252,11 @@ class PeerTaskService:
         task = await self._tasks.get(task_id)
         if task is None or task.peer != self.name:
             return
+        text = clip_answer(reply.text)
         if reply.kind == "error":
-            values = {"status": "failed", "error": reply.text, "result": None}
+            values = {"status": "failed", "error": text, "result": None}
         else:
-            values = {"status": "done", "result": reply.text, "error": None}
+            values = {"status": "done", "result": text, "error": None}
         if await self._tasks.change(task, values, when=("running",), by=self.name):
             status = values["status"]
             log.info("group task answered id=%s from=%s status=%s", task.id, task.caller, status)

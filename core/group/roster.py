@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
 
+from core.errors import ConfigError
 from core.group.tables import GROUP_SCHEMA, ensure_group_tables, group_members
 from core.group.timeline import TimelineKind, append_entry
 from core.store.engine import Store
@@ -118,11 +119,10 @@ class Roster:
             state = "left"
         elif row["state"] == "gone" or self._stale(row["now"], row["last_heartbeat"]):
             state = "gone"
-        raw = row["capabilities"] or {}
         return Member(
             name=row["name"],
             description=row["description"],
-            capabilities={str(k): [str(n) for n in v] for k, v in raw.items()},
+            capabilities=_capabilities(row["capabilities"]),
             host=row["host"],
             version=row["version"],
             started_at=row["started_at"],
@@ -143,6 +143,9 @@ class Roster:
         Appends ``group.joined`` when starting or when the member was not active (left,
         or recorded gone), ``group.updated`` when what it announces changed, nothing on
         a plain heartbeat; returns that kind.
+
+        Raises:
+            ConfigError: an active member of another assistant has this name.
         """
         values = {
             "description": snapshot.description,
@@ -164,8 +167,13 @@ class Roster:
             made = conn.execute(insert.on_conflict_do_nothing().returning(table.c.name))
             old = None
             if made.first() is None:
-                query = sa.select(table).where(table.c.name == snapshot.name).with_for_update()
+                query = (
+                    sa.select(table, sa.func.now().label("now"))
+                    .where(table.c.name == snapshot.name)
+                    .with_for_update()
+                )
                 old = conn.execute(query).mappings().one()
+                self._refuse_another_holder(old, snapshot)
                 conn.execute(sa.update(table).where(table.c.name == snapshot.name).values(values))
             kind = _change(old, snapshot, starting=starting)
             if kind is not None:
@@ -173,6 +181,21 @@ class Roster:
             return kind
 
         return await self.store.transact(job)
+
+    def _refuse_another_holder(self, row: RowMapping, snapshot: Snapshot) -> None:
+        """Raise when another assistant (another ``store.schema``) holds the name: its
+        row is active. Checked under the row's lock, so two assistants starting together,
+        or one whose heartbeat comes back after another took the name, never share it."""
+        if row["store_schema"] == snapshot.store_schema or row["state"] != "joined":
+            return
+        if self._stale(row["now"], row["last_heartbeat"]):
+            return
+        raise ConfigError(
+            f"group.name {snapshot.name!r} is taken by an active member of another "
+            f"assistant (store.schema {row['store_schema'] or '(unset)'} on {row['host']}): "
+            "choose another group.name",
+            key="group.name",
+        )
 
     async def leave(self, name: str) -> bool:
         """Mark ``name`` left (a graceful stop) and append ``group.left`` once."""
@@ -210,6 +233,14 @@ class Roster:
             return sorted(name for name, _ in gone)
 
         return await self.store.transact(job)
+
+
+def _capabilities(raw: object) -> dict[str, list[str]]:
+    """A row's capabilities as names; parts of another shape (a member of another
+    version, a hand edit) are left out instead of failing every reader of the roster."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): [str(n) for n in v] for k, v in raw.items() if isinstance(v, list)}
 
 
 def _change(old: RowMapping | None, snapshot: Snapshot, *, starting: bool) -> TimelineKind | None:

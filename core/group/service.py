@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from core.errors import ConfigError, FamiliarError
+from core.errors import FamiliarError
 from core.group.config import GroupConfig
 from core.group.identity import CapabilitySources, identity_excerpt, take_snapshot
 from core.group.roster import Roster, Snapshot
@@ -94,19 +94,13 @@ class GroupService:
         self._version = version
         self._sources = replace(self._sources, channels=tuple(channels))
         await self.roster.ensure_tables()
-        same = await self.roster.member(self.name)
-        if same is not None and same.state == "active" and same.store_schema != self.store.schema:
-            raise ConfigError(
-                f"group.name {self.name!r} is taken by an active member of another "
-                f"assistant (store.schema {same.store_schema or '(unset)'} on {same.host}): "
-                "choose another group.name",
-                key="group.name",
-            )
+        self.started_at = utcnow()
+        snapshot = await self._snapshot()
+        await self._announce(snapshot, starting=True)  # ConfigError: the name is taken
         self.signals = GroupSignals(self.url, self.name)
         self.signals.on(self._note)
         await self.signals.start()
-        self.started_at = utcnow()
-        await self._announce(await self._snapshot(), starting=True)
+        await self._notify("group.joined", member=self.name)
         self._loop = asyncio.create_task(self._run(), name="group-heartbeat")
         log.info("group joined name=%s heartbeat=%gs", self.name, self.config.heartbeat)
 
@@ -132,16 +126,20 @@ class GroupService:
         await self.timeline.prune(self.config.retention_days)
 
     async def stop(self) -> None:
-        """Leave (a graceful stop): ``group.left``, then close the wake-up connection."""
+        """Leave (a graceful stop): ``group.left`` unless another replica of this
+        assistant runs on, then close the wake-up connection."""
         loop, self._loop = self._loop, None
         if loop is not None:
             loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
             try:
-                if await self.roster.leave(self.name):
-                    await self._notify("group.left", member=self.name)
-                log.info("group left name=%s", self.name)
+                if self.signals is not None and not await self.signals.last_replica():
+                    log.info("group: another replica of %s runs on; not leaving", self.name)
+                else:
+                    if await self.roster.leave(self.name):
+                        await self._notify("group.left", member=self.name)
+                    log.info("group left name=%s", self.name)
             except (FamiliarError, SQLAlchemyError, OSError) as exc:
                 log.warning("group leave not recorded: %s", exc)
         if self.signals is not None:

@@ -23,6 +23,7 @@ from core.tasks.records import PEER_PREFIX, TaskRecord
 from core.tasks.repository import TaskRepository
 from core.tools.subagents_config import SubagentsConfig
 
+from .peer_tasks import clip_answer
 from .task_rows import ACTIVE_STATES, GroupTask, GroupTasks
 
 __all__ = ["Settler"]
@@ -149,8 +150,10 @@ class Settler:
 
 
 def _outcome(row: GroupTask, peer: str) -> tuple[str, str]:
+    """The row's status and text for the record (the text bounded: a peer is another
+    program, whatever it wrote)."""
     if row.status == "done":
-        return "completed", row.result or ""
+        return "completed", clip_answer(row.result or "")
     if row.status == "refused":
-        return "refused", row.error or f"{peer} refused the task"
-    return "failed", row.error or f"{peer} failed the task"
+        return "refused", clip_answer(row.error or f"{peer} refused the task")
+    return "failed", clip_answer(row.error or f"{peer} failed the task")

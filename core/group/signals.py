@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 SignalHandler = Callable[[dict[str, Any]], None]
 """Called on the event loop with a note's decoded payload."""
 _MAX_PAYLOAD = 7900
+_REPLICA_KEY = "1717661031, hashtext($1)"
+"""The advisory lock every replica of a member holds (shared) on its wake-up connection,
+so the one that stops can tell whether others run on: a lock dies with its connection,
+a crashed replica's too. Two keys (a class, the name's hash): apart from every one-key
+lock (``familiar_group``'s DDL lock, the subagent cap's)."""
 
 
 class GroupSignals:
@@ -79,10 +84,26 @@ class GroupSignals:
             return False
         return True
 
+    async def last_replica(self) -> bool:
+        """Whether no other replica of this member (another gateway on the same
+        ``store.schema``) holds its wake-up connection now; True when it cannot tell (this
+        connection is lost). Call it when stopping: it gives up this replica's share."""
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            return True
+        try:
+            await conn.execute(f"SELECT pg_advisory_unlock_shared({_REPLICA_KEY})", self.member)
+            alone = await conn.fetchval(f"SELECT pg_try_advisory_lock({_REPLICA_KEY})", self.member)
+            return bool(alone)
+        except Exception as exc:  # asyncpg's errors, a dropped connection
+            log.debug("group replica check failed: %s", exc)
+            return True
+
     async def _connect(self) -> None:
         import asyncpg  # type: ignore[import-untyped]  # the postgres extra
 
         conn = await asyncpg.connect(self._dsn, timeout=10)
+        await conn.execute(f"SELECT pg_advisory_lock_shared({_REPLICA_KEY})", self.member)
         await conn.add_listener(GROUP_NOTIFY_CHANNEL, self._receive)
         conn.add_termination_listener(lambda _c: self._lost.set())
         self._conn = conn

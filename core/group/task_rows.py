@@ -6,7 +6,8 @@ peer takes it (``running``) or refuses it (``refused``) and writes the answer (`
 or ``failed``). ``lease_until`` is the peer's liveness for the task: set when the row is
 written, renewed by the peer while it works on it; a caller that finds it passed ends
 the task as failed. Every change is followed by a NOTIFY on the group channel (sent at
-commit) naming the member it is for. Ended rows are deleted after ``retention_days``.
+commit) naming the member it is for. Ended rows are deleted after ``retention_days``
+(by their peer or their caller).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sqlalchemy import (
     cast,
     delete,
     func,
+    or_,
     select,
     text,
     update,
@@ -166,14 +168,15 @@ class GroupTasks:
 
         return await self._store.write_one(job)
 
-    async def prune(self, peer: str, days: float) -> int:
-        """Delete the ended tasks sent to ``peer`` older than ``days``; how many."""
+    async def prune(self, member: str, days: float) -> int:
+        """Delete the ended tasks sent to or by ``member`` older than ``days``; how many
+        (a task sent to a peer that never comes back is deleted by its caller)."""
         cutoff = self._clock() - days * 86_400
 
         def job(conn: Connection) -> int:
             done = conn.execute(
                 delete(group_tasks).where(
-                    group_tasks.c.peer == peer,
+                    or_(group_tasks.c.peer == member, group_tasks.c.caller == member),
                     group_tasks.c.status.not_in(ACTIVE_STATES),
                     group_tasks.c.updated_at < cutoff,
                 )

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -125,8 +126,15 @@ class ScheduleInfo:
             f"#{self.id} {describe(self.spec, self.next_run if self.status == 'active' else None)}"
         )
 
+    def _next_run_local(self) -> str | None:
+        """The next run in the schedule's timezone, ISO-8601 with its offset."""
+        if self.next_run is None:
+            return None
+        return self.next_run.astimezone(ZoneInfo(self.spec.timezone)).isoformat()
+
     def as_json(self) -> dict[str, Any]:
-        """The control API's shape (times as ISO-8601 UTC, or null)."""
+        """The control API's shape (times as ISO-8601 UTC, or null; ``next_run_local``
+        is the next run in the schedule's own timezone)."""
         last = from_timestamp(self.last_run_at)
         return {
             "id": self.id,
@@ -136,6 +144,7 @@ class ScheduleInfo:
             "timezone": self.spec.timezone,
             "prompt": self.spec.prompt,
             "next_run": None if self.next_run is None else self.next_run.isoformat(),
+            "next_run_local": self._next_run_local(),
             "last_run": None if last is None else last.isoformat(),
             "run_count": self.run_count,
             "status": self.status,
@@ -160,7 +169,7 @@ def schedule_fields(info: ScheduleInfo) -> dict[str, Any]:
     """The fields of a schedule_created / schedule_cancelled payload."""
     data = info.as_json()
     data["schedule_id"] = data.pop("id")
-    del data["session"]
+    del data["session"], data["next_run_local"]  # derived: the events keep their shape
     return data
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from core.errors import CommandError, ToolFailed, ToolRetry
+from core.group.peer_tasks import GROUP_CHANNEL
 from core.scheduling.commands import schedule_created_reply
 from core.scheduling.records import ScheduleTarget
 from core.scheduling.service import ScheduleService
@@ -65,6 +66,12 @@ async def manage_schedule(
     message = ctx.message
     if message is None:
         raise ToolFailed("no originating message to schedule replies for")
+    if ctx.root_channel == GROUP_CHANNEL:
+        raise ToolFailed(
+            "this conversation is a task another group member delegated: it ends with "
+            "this answer, and a schedule's later replies would reach nobody (say in the "
+            "answer what should be done later instead)"
+        )
     try:
         checked = validate_spec(
             kind, spec, prompt, tz=timezone, now=service.now(), default_tz=service.default_timezone

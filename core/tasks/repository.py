@@ -45,9 +45,11 @@ class TaskRepository:
         """Running agents (not MCP tasks nor peers' tasks: others work on those), counted under
         a lock held to the end of the transaction (on PostgreSQL an advisory lock;
         SQLite has one writer anyway), so two spawns checking the cap at once cannot
-        both pass it."""
+        both pass it. The lock is the schema's: assistants sharing a database with their
+        own ``store.schema`` do not wait for each other."""
         if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('familiar.subagents'))"))
+            key = "hashtext('familiar.subagents:' || current_schema())"
+            conn.execute(text(f"SELECT pg_advisory_xact_lock({key})"))
         query = (
             select(func.count())
             .select_from(_tasks)

@@ -45,6 +45,13 @@ async def group_checks(home: Path, config: FamiliarConfig | None) -> list[GroupC
                 warn=True,
             )
         ]
+    if me["store_schema"] != config.store.search_schema:
+        holder = me["store_schema"] or "(default)"
+        reason = (
+            f"the roster's {name} is another assistant's (store.schema {holder} on "
+            f"{me['host']}, {me['state']}): choose another group.name" + others
+        )
+        return [GroupCheck(_NAME, me["state"] != "active", reason, warn=True)]
     if me["state"] != "active":
         reason = f"{name} is {me['state']} (last heartbeat {me['last_heartbeat']})" + others
         return [GroupCheck(_NAME, True, reason, warn=True)]

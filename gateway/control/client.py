@@ -274,6 +274,10 @@ class ControlClient:
         schedules = body.get("schedules", [])
         return list(schedules) if isinstance(schedules, list) else []
 
+    async def schedule_list(self) -> dict[str, Any]:
+        """``GET /v1/schedules`` whole: ``schedules`` and the default ``timezone``."""
+        return await self._json("GET", "/v1/schedules")
+
     async def cancel_schedule(self, schedule_id: int) -> dict[str, Any]:
         """``DELETE /v1/schedules/{id}``: cancel a schedule and return it.
 
@@ -281,6 +285,19 @@ class ControlClient:
             ControlError: with status 404 when there is no such active schedule.
         """
         return await self._json("DELETE", f"/v1/schedules/{schedule_id}")
+
+    async def approvals(self, *, decided: int = 20) -> dict[str, Any]:
+        """``GET /v1/approvals``: ``pending`` (every session's) and the latest ``decided``."""
+        return await self._json("GET", "/v1/approvals", params={"decided": str(decided)})
+
+    async def decide_approval(
+        self, approval_id: str, decision: str, *, operator: str, wait: float = 10.0
+    ) -> dict[str, Any]:
+        """``POST /v1/approvals/{id}``: approve or deny as ``ui:<operator>``; ``message_id``,
+        ``reply`` (null if none within ``wait`` s), ``approval``. ControlError 404/409/400."""
+        body = {"decision": decision, "operator": operator, "wait": wait}
+        path = f"/v1/approvals/{quote(approval_id, safe='')}"
+        return await self._json("POST", path, body=body, total=wait + 30.0)
 
     async def memory(self, *, scope: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """``GET /v1/memory``: the newest memory entries (of one scope, if given)."""

@@ -43,7 +43,9 @@ def add_schedule_routes(
     - ``POST /v1/schedules`` ``{"kind", "spec", "prompt", "session"?, "timezone"?}`` -> 201
       with the schedule, or 400 ``{"error"}`` (the same messages as the slash commands,
       or why replies to that session could not be delivered).
-    - ``GET /v1/schedules`` -> ``{"schedules": [...]}`` (active ones).
+    - ``GET /v1/schedules`` -> ``{"schedules": [...], "timezone"}`` (active ones, each
+      with ``next_run`` in UTC and ``next_run_local`` in its own timezone; ``timezone``:
+      the one a schedule created without one gets).
     - ``DELETE /v1/schedules/{id}`` -> 200 with the cancelled schedule, or 404.
 
     Args:
@@ -103,7 +105,12 @@ class _ScheduleRoutes:
 
     async def list(self, _request: web.Request) -> web.Response:
         schedules = await self._service.list()
-        return web.json_response({"schedules": [s.as_json() for s in schedules]})
+        return web.json_response(
+            {
+                "schedules": [s.as_json() for s in schedules],
+                "timezone": self._service.default_timezone,
+            }
+        )
 
     async def cancel(self, request: web.Request) -> web.Response:
         raw = request.match_info["id"].lstrip("#")

@@ -6,7 +6,8 @@ stream: accepted, deltas/progress, then reply or timeout; see `gateway.control.p
 ``GET /v1/messages/{id}``, ``GET /v1/watch/{session}``, ``GET /v1/sessions`` (``channel``,
 ``q`` and ``limit`` filter it),
 ``GET /v1/sessions/{key}``, ``GET /v1/config``, memory (`gateway.control.memory`),
-``GET /v1/system`` and ``POST /v1/trust/allow`` (`gateway.system_routes`).
+approvals (`gateway.control.approvals`), ``GET /v1/system`` and ``POST /v1/trust/allow``
+(`gateway.system_routes`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from core.session_keys import check_session_key
 from core.session_search import SessionSearch
 from core.sessions import SessionInfo
 from gateway.config import FamiliarConfig
+from gateway.control.approvals import add_approval_routes
 from gateway.control.mcp_report import mcp_report
 from gateway.control.memory import add_memory_routes
 from gateway.control.messages import MessageRoutes, error
@@ -127,6 +129,7 @@ def build_control_app(
     app.router.add_get("/v1/config", api.config)
     add_memory_routes(app, state.core.memory)
     add_task_routes(app, state.core.tasks, state.core.sessions)
+    add_approval_routes(app, state.core.approvals, state.core.bus)
     if state.core.orchestration is not None:
         add_todo_routes(app, state.core.orchestration.todos)
     for add_routes in extra_routes:

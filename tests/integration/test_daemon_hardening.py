@@ -31,12 +31,12 @@ async def _until_serving(home: Path, task: asyncio.Task[int]) -> None:
         assert not task.done(), f"gateway exited early with {task.result()}"
         try:
             async with ControlClient(home, connect_timeout=1.0) as client:
-                await client.status()
+                status = await client.status()
         except Exception:  # not up yet, whatever the reason
             return False
-        return True
+        return bool(status["http"])  # HTTP listens last, after the control socket
 
-    await eventually(answers, what="the gateway answering", timeout=30)
+    await eventually(answers, what="the gateway answering on both sockets", timeout=30)
 
 
 async def test_stop_tells_waiting_senders_the_message_stays_queued(home: Path) -> None:

@@ -28,6 +28,7 @@ from core.store.migrate import current_revision, head_revision
 from gateway.cli import app
 from gateway.commands.doctor_group import group_checks
 from gateway.config import load_config
+from tests.integration.schema_stores import schema_stores
 from tests.waiting import eventually, started
 
 pytestmark = pytest.mark.postgres
@@ -36,14 +37,8 @@ pytestmark = pytest.mark.postgres
 @pytest.fixture
 async def stores(pg_url: str) -> AsyncIterator[dict[str, Store]]:
     """Two assistants' stores; not migrated: the group's tables are not theirs."""
-    opened = {name: Store(url=pg_url, config=StoreConfig(schema=name)) for name in ("home", "work")}
-    for store in opened.values():
-        await store.open(migrate=False)
-    try:
+    async with schema_stores(pg_url, migrate=False) as opened:
         yield opened
-    finally:
-        for store in opened.values():
-            await store.close()
 
 
 async def test_each_schema_is_its_own_assistant_with_its_own_migrations(pg_url: str) -> None:

@@ -28,12 +28,14 @@ async def store(pg_url: str) -> AsyncIterator[Store]:
         await opened.close()
 
 
-async def _add(store: Store, task_id: str, *, lease: float, status: str, age: float) -> None:
+async def _add(
+    store: Store, task_id: str, *, lease: float, status: str, age: float, peer: str = "work"
+) -> None:
     at = time.time() - age
     row = {
         "id": task_id,
         "caller": "home",
-        "peer": "work",
+        "peer": peer,
         "prompt": "p",
         "description": "",
         "mode": "sync",
@@ -67,3 +69,7 @@ async def test_leases_expiry_and_pruning(store: Store) -> None:
         "b": "failed",
         "d": "running",
     }
+    # a task for a peer that never came back: its caller deletes it in the end
+    await _add(store, "e" * 16, lease=60.0, status="failed", age=40 * DAY, peer="ghost")
+    assert await tasks.prune("home", 30) == 1
+    assert await tasks.get("e" * 16) is None

@@ -206,6 +206,7 @@ async def test_control_routes(store: Store) -> None:
         body = await created.json()
         assert body["session"] == "cli:default" and body["status"] == "active"
         assert body["next_run"] == "2035-03-02T08:00:00+00:00"  # 09:00 CET on a Friday
+        assert body["next_run_local"] == "2035-03-02T09:00:00+01:00"
         assert set(body) == {
             "id",
             "session",
@@ -214,6 +215,7 @@ async def test_control_routes(store: Store) -> None:
             "timezone",
             "prompt",
             "next_run",
+            "next_run_local",
             "last_run",
             "run_count",
             "status",
@@ -225,6 +227,7 @@ async def test_control_routes(store: Store) -> None:
         missing = await client.post("/v1/schedules", json={"kind": "every", "spec": "1m"})
         assert missing.status == 400 and "prompt" in (await missing.json())["error"]
         listed = await (await client.get("/v1/schedules")).json()
+        assert listed["timezone"] == service.default_timezone
         assert [s["id"] for s in listed["schedules"]] == [body["id"]]
         assert (await client.delete(f"/v1/schedules/{body['id']}")).status == 200
         assert (await client.delete(f"/v1/schedules/{body['id']}")).status == 404

@@ -22,6 +22,7 @@ __all__ = [
     "command_reference",
     "command_short",
     "digest_label",
+    "has_hidden",
 ]
 
 INLINE_MAX = 200
@@ -31,8 +32,9 @@ HUGE = 3000
 _VISIBLE_CONTROLS = {"\n", "\t"}
 
 
-def _hidden(text: str) -> bool:
-    """Characters that render as nothing or move others (C0/C1 controls, format, bidi...)."""
+def has_hidden(text: str) -> bool:
+    """Whether ``text`` has characters that render as nothing or move others (C0/C1
+    controls, format, bidi...): show it escaped then."""
     for char in text:
         if char in _VISIBLE_CONTROLS:
             continue
@@ -58,7 +60,7 @@ def command_block(info: ApprovalInfo) -> str:
     can follow a sentence.
     """
     command = info.command
-    if _hidden(command) or "```" in command:
+    if has_hidden(command) or "```" in command:
         escaped = json.dumps(command, ensure_ascii=True)
         return (
             f"\n(shown escaped, as a JSON string: it contains invisible characters or a "
@@ -78,6 +80,6 @@ def command_reference(info: ApprovalInfo) -> str:
 
 def command_short(info: ApprovalInfo) -> str:
     """The command in a one-line error: inline when short, else its length and digest."""
-    if _inline(info.command) and not _hidden(info.command):
+    if _inline(info.command) and not has_hidden(info.command):
         return f"`{info.command}`"
     return f"the command of {len(info.command)} characters ({digest_label(info)})"

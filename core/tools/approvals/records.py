@@ -8,6 +8,7 @@ import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from core.errors import CommandError
@@ -83,6 +84,28 @@ class ApprovalInfo:
     def intact(self) -> bool:
         """The command and timeout still hash to the digest taken when it was asked."""
         return self.command_sha256 == command_digest(self.command, self.timeout)
+
+    def as_json(self) -> dict[str, Any]:
+        """The control API's shape (times as ISO-8601 UTC, or null)."""
+        return {
+            "id": self.id,
+            "session": self.session_key,
+            "channel": self.delivery.channel,
+            "command": self.command,
+            "reason": self.reason,
+            "timeout": self.timeout,
+            "status": self.status,
+            "requested_at": _iso(self.created_at),
+            "expires_at": _iso(self.expires_at),
+            "decided_at": _iso(self.decided_at),
+            "decided_by": self.decided_by,
+            "command_sha256": self.command_sha256,
+            "intact": self.intact,
+        }
+
+
+def _iso(timestamp: float | None) -> str | None:
+    return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
 def info_of_row(row: Mapping[Any, Any]) -> ApprovalInfo:

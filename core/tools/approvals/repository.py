@@ -98,6 +98,26 @@ class ApprovalRepository:
         )
         return [info_of_row(r) for r in await self._store.fetch(query)]
 
+    async def pending(self, now: float, *, limit: int = 500) -> list[ApprovalInfo]:
+        """Pending approvals of every session whose time has not run out, oldest first."""
+        query = (
+            select(_approvals)
+            .where(_PENDING, _approvals.c.expires_at > now)
+            .order_by(_approvals.c.created_at)
+            .limit(limit)
+        )
+        return [info_of_row(r) for r in await self._store.fetch(query)]
+
+    async def decided(self, *, limit: int = 20) -> list[ApprovalInfo]:
+        """The latest answered or expired approvals of every session, newest first."""
+        query = (
+            select(_approvals)
+            .where(_approvals.c.status != "pending")
+            .order_by(_approvals.c.decided_at.desc())
+            .limit(limit)
+        )
+        return [info_of_row(r) for r in await self._store.fetch(query)]
+
     async def create(self, new: NewApproval, *, now: float, expires_at: float) -> ApprovalInfo:
         """Insert a pending approval and its ``tool.approval_requested`` event.
 

@@ -181,6 +181,48 @@ class ApprovalService:
         await self._report(decided.info, _denied(decided.info))
         return f"Denied #{approval_id}: {command_reference(decided.info)} will not run."
 
+    async def pending(self) -> list[ApprovalInfo]:
+        """Every session's approvals still waiting for an answer, oldest first."""
+        return await self._rows.pending(self._clock())
+
+    async def decided(self, *, limit: int = 20) -> list[ApprovalInfo]:
+        """The latest answered or expired approvals, newest first."""
+        return await self._rows.decided(limit=limit)
+
+    async def answer_from_outside(
+        self, approval_id: str, decision: Literal["approve", "deny"], *, approver: str
+    ) -> InboundMessage | None:
+        """Answer from outside the conversation (the control panel) as ``approver``.
+
+        Publishes ``/approve ID`` or ``/deny ID`` into the approval's session, as if
+        typed there: its turn answers through `approve` / `deny` like any chat answer,
+        in order with the session's other messages, and the confirmation goes to the
+        conversation too. Returns that message (wait for its reply on the bus), or None
+        when there is no such approval.
+
+        Raises:
+            CommandError: the approval is no longer pending, or its time ran out.
+        """
+        info = await self._rows.get(approval_id)
+        if info is None:
+            return None
+        if info.status != "pending":
+            raise CommandError(f"approval #{info.id} was already {info.status}")
+        if info.expires_at <= self._clock():
+            raise CommandError(
+                f"approval #{info.id} expired unanswered; {command_short(info)} was not run"
+            )
+        message = InboundMessage(
+            session_key=info.session_key,
+            text=f"/{decision} {info.id}",
+            delivery=info.delivery,
+            sender=approver,
+            approver=approver,
+        )
+        await self._bus.publish_inbound(message)
+        log.info("approval answer published id=%s decision=%s", info.id, decision)
+        return message
+
     async def _decide(
         self, message: InboundMessage, approval_id: str, decision: Literal["approved", "denied"]
     ) -> Decided:

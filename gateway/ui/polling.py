@@ -1,0 +1,55 @@
+"""Live page parts for state the control API can only be asked about: poll, push changes.
+
+Approvals and schedules change in the store, where no event reaches the HTTP process;
+a stream asks the control API every few seconds and sends a ``replace`` event only when
+the rendered fragment changed (a comment line now and then keeps the stream open).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from gateway.control.client import ControlError, DaemonUnavailable
+from gateway.ui.routes import EventStream
+
+__all__ = ["push_changes"]
+
+log = logging.getLogger(__name__)
+
+_KEEPALIVE = 15.0
+
+
+async def push_changes(
+    stream: EventStream,
+    render: Callable[[], Awaitable[str]],
+    failed: Callable[[str], str],
+    *,
+    every: float,
+) -> None:
+    """Send ``render()`` as a ``replace`` event whenever it differs from the last one.
+
+    Args:
+        stream: the browser's event stream (this returns when the gateway stops; the
+            browser leaving ends it with ConnectionResetError).
+        render: the fragment, from fresh control API answers.
+        failed: the fragment saying why the control API did not answer.
+        every: seconds between looks.
+    """
+    last: str | None = None
+    quiet = 0.0
+    while True:
+        try:
+            html = await render()
+        except (ControlError, DaemonUnavailable) as exc:
+            log.warning("ui live view could not read the control API: %s", exc)
+            html = failed(str(exc))
+        if html != last:
+            await stream.send("replace", html)
+            last, quiet = html, 0.0
+        elif quiet >= _KEEPALIVE:
+            await stream.keepalive()
+            quiet = 0.0
+        if not await stream.wait(every):
+            return  # the gateway is stopping
+        quiet += every
