@@ -9,25 +9,24 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import quote, urlencode
 
-from core.errors import FamiliarError
-from gateway.control.http1 import Exchange, Response
-from gateway.control.protocol import (
-    MAX_BODY_BYTES,
-    ReplyLine,
-    StreamLine,
-    TimeoutLine,
-    error_text,
-    parse_line,
-    send_body,
+from gateway.control.client_errors import (
+    ControlError,
+    DaemonUnavailable,
+    RequestTooLarge,
+    body_lines,
+    check_size,
+    nobody_listens,
+    raise_for_status,
 )
+from gateway.control.http1 import Exchange
+from gateway.control.protocol import ReplyLine, StreamLine, TimeoutLine, parse_line, send_body
 from gateway.home import RUN_DIR
-from gateway.sizes import size_text
 
 __all__ = [
     "SOCKET_NAME",
@@ -51,49 +50,6 @@ _JSON = {"Content-Type": "application/json"}
 def socket_path(home: Path) -> Path:
     """Return where the daemon of ``home`` listens: ``<home>/run/gateway.sock``."""
     return home / RUN_DIR / SOCKET_NAME
-
-
-class DaemonUnavailable(FamiliarError):
-    """No daemon answers on the control socket (missing, refused or hung up).
-
-    Attributes:
-        socket: the socket path that was tried.
-    """
-
-    def __init__(self, message: str, *, socket: Path) -> None:
-        super().__init__(message)
-        self.socket = socket
-
-
-class ControlError(FamiliarError):
-    """The daemon answered a control request with an error.
-
-    Attributes:
-        status: the HTTP status (4xx/5xx).
-    """
-
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class RequestTooLarge(ControlError):
-    """The request body is over the control socket's limit (`MAX_BODY_BYTES`).
-
-    Raised before sending when the client can tell, else for the daemon's 413.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, status=413)
-
-
-def _check_size(body: bytes) -> None:
-    if len(body) > MAX_BODY_BYTES:
-        raise RequestTooLarge(
-            f"the request is too long: {len(body):,} bytes as sent, over the control "
-            f"socket's limit of {size_text(MAX_BODY_BYTES)}; send a shorter text, or put "
-            "it in a workspace file and ask about that file"
-        )
 
 
 class ControlClient:
@@ -169,11 +125,11 @@ class ControlClient:
         if body is not None:
             # ensure_ascii=False: UTF-8 is half or a third the size of \u escapes.
             data = json.dumps(body, ensure_ascii=False).encode(errors="surrogatepass")
-            _check_size(data)
+            check_size(data)
         target = f"{path}?{urlencode(params)}" if params else path
         try:
             async with self._exchange(method, target, body=data, total=total) as resp:
-                await _raise_for_status(resp)
+                await raise_for_status(resp)
                 raw = await resp.read()
         except _HUNG_UP as exc:
             raise self._unavailable(exc) from exc
@@ -433,7 +389,7 @@ class ControlClient:
             client_id=client_id or uuid.uuid4().hex,
             operator=operator,
         )
-        _check_size(body)
+        check_size(body)
         path = "/v1/messages" if operator is None else "/v1/ui/messages"
         for attempt in (1, 2):
             accepted = False
@@ -443,7 +399,7 @@ class ControlClient:
                     yield line
                 return
             except DaemonUnavailable as exc:
-                if accepted or attempt == 2 or _nobody_listens(exc):
+                if accepted or attempt == 2 or nobody_listens(exc):
                     raise
                 log.info("connection broke before accepted; sending again: %s", exc)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -456,8 +412,8 @@ class ControlClient:
         final = False
         try:
             async with self._exchange("POST", path, body=body, total=guard) as resp:
-                await _raise_for_status(resp)
-                async for raw in _lines(resp):
+                await raise_for_status(resp)
+                async for raw in body_lines(resp):
                     line = parse_line(raw)
                     if line is None:
                         continue
@@ -481,35 +437,9 @@ class ControlClient:
         try:
             target = f"/v1/watch/{quote(session, safe='')}"
             async with self._exchange("GET", target, total=None) as resp:
-                await _raise_for_status(resp)
-                async for raw in _lines(resp):
+                await raise_for_status(resp)
+                async for raw in body_lines(resp):
                     if isinstance(line := parse_line(raw), ReplyLine):
                         yield line
         except _HUNG_UP as exc:
             raise self._unavailable(exc) from exc
-
-
-def _nobody_listens(exc: DaemonUnavailable) -> bool:
-    """No socket, or nobody accepts on it: the request cannot have reached a daemon."""
-    return isinstance(exc.__cause__, FileNotFoundError | ConnectionRefusedError)
-
-
-async def _lines(resp: Response) -> AsyncIterator[bytes]:
-    """Yield each line of the body as it arrives (lines of any length)."""
-    buffer = b""
-    async for piece in resp.pieces():
-        buffer += piece
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            yield line
-    yield buffer
-
-
-async def _raise_for_status(resp: Response) -> None:
-    if resp.status < 400:
-        return
-    body = await resp.read()
-    message = error_text(body) or body.decode(errors="replace").strip() or resp.reason or "error"
-    if resp.status == 413:
-        raise RequestTooLarge(f"gateway answered 413: {message}")
-    raise ControlError(f"gateway answered {resp.status}: {message}", status=resp.status)
