@@ -30,8 +30,7 @@ from sqlalchemy import Connection, select
 
 from core.bus.sql import SqlBus
 from core.errors import TaskRefused
-from core.event_data import SubagentStarted
-from core.events import Event, EventLog
+from core.events import EventLog
 from core.group.config import member_name_problem
 from core.group.roster import Member, Roster
 from core.messages import Delivery
@@ -39,7 +38,7 @@ from core.store.engine import Store
 from core.tasks.collector import SUBAGENT_CHANNEL
 from core.tasks.handoff import handoff_fields
 from core.tasks.peers import Peers, PeerSpawn
-from core.tasks.records import PEER_PREFIX, TaskRecord, TaskRow
+from core.tasks.records import PEER_PREFIX, TaskRecord, TaskRow, started_event
 from core.tasks.repository import TaskRepository
 from core.tools.base import ToolContext
 from core.tools.subagents_config import SubagentsConfig
@@ -221,18 +220,14 @@ class GroupDelegation(Peers):
             "created_at": now,
             "updated_at": now,
         }
-        started = SubagentStarted(
+        event = started_event(
+            ctx.session_key,
+            parent.id if parent is not None else None,
             agent_id=task_id,
             agent_type=agent_type,
             mode=mode,
-            memory_share_mode="handoff",
             depth=ctx.depth + 1,
             description=description,
-        )
-        event = Event(
-            session_key=ctx.session_key,
-            message_id=parent.id if parent is not None else None,
-            data=started,
         )
 
         def job(conn: Connection) -> TaskRecord:
