@@ -28,6 +28,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from core.background import BackgroundTask
 from core.bus.sql import SqlBus
 from core.errors import TaskRefused
 from core.events import EventLog
@@ -97,7 +98,7 @@ class GroupDelegation(Peers):
             store=store, bus=bus, events=events, tasks=tasks, subagents=subagents, clock=clock
         )
         self._changed = asyncio.Event()
-        self._worker: asyncio.Task[None] | None = None
+        self._worker = BackgroundTask("familiar-group-follow")
         self._spawn_counts: dict[str, int] = {}
 
     def poke(self) -> None:
@@ -295,15 +296,10 @@ class GroupDelegation(Peers):
     # -- following -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._worker is None:
-            self._worker = asyncio.create_task(self._follow(), name="familiar-group-follow")
+        self._worker.start(self._follow)
 
     async def stop(self) -> None:
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker
+        await self._worker.stop()
 
     async def _follow(self) -> None:
         while True:
