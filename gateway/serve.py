@@ -398,18 +398,25 @@ class Gateway(GatewayParts):
             ),
             self.home / RUN_DIR / SOCKET_FILE,
         )
+        # The HTTP app's start-up (e.g. the panel's templates) runs before the control
+        # socket answers, so that HTTP listens a moment after it, not seconds.
+        await self._prepare_http()
         await self.control.start()
         self.listening.add("control")
         log.info("control socket %s", self.control.path)
         # Last: /readyz (served here) must not answer before every listener is up.
         await self._start_http()
 
-    async def _start_http(self) -> None:
+    async def _prepare_http(self) -> None:
         if self.http_app is None or self.state is None:
             return
-        http = self.config.http
         self.http_runner = web.AppRunner(self.http_app, access_log=None, shutdown_timeout=5.0)
         await self.http_runner.setup()
+
+    async def _start_http(self) -> None:
+        if self.http_runner is None or self.state is None:
+            return
+        http = self.config.http
         # aiohttp's default backlog (128) drops the SYNs of a larger burst of webhook
         # callers, and each of those waits a second for TCP's retransmission.
         self.http_site = web.TCPSite(

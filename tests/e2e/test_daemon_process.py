@@ -69,9 +69,14 @@ class ControlSocket:
         return aiohttp.ClientSession(connector=connector)
 
     async def get(self, path: str) -> Any:
+        status, body = await self.fetch(path)
+        assert status == 200, body
+        return body
+
+    async def fetch(self, path: str) -> tuple[int, Any]:
+        """The status and JSON body of a GET, whatever the status."""
         async with self._session() as http, http.get(BASE + path) as response:
-            assert response.status == 200, await response.text()
-            return await response.json()
+            return response.status, await response.json()
 
     async def submit(self, session: str, text: str) -> str:
         """Send without waiting for the reply: returns the accepted message id."""

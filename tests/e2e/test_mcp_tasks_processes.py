@@ -119,7 +119,9 @@ async def test_tasks_questions_cancel_and_restart_across_processes(home: Path) -
     assert interpreted["result"] == "report on python (programming)"
     assert finished["result"] == "report on python (general)"
     assert cancelled.returncode == 0, cancelled.stderr
-    handoffs = [m for m in handed if "[subagent handoff]" in str(m.get("content"))]
+    handoffs = [  # (the model's answer to it may quote it, once that turn has run)
+        m for m in handed if m["role"] == "user" and "[subagent handoff]" in str(m["content"])
+    ]
     assert len(handoffs) == 1 and "report on python (general)" in str(handoffs[0]["content"])
 
 

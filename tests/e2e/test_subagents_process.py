@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_daemon_process import Daemon, _db_rows, daemon, fake_openai, home, write_config
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.slow
 __all__ = ["home"]  # the fixture, shared with the daemon tests
@@ -53,9 +54,13 @@ async def _kill_while_child_works(d: Daemon) -> tuple[str, str]:
         "the subagent started",
     )
     task_id, child_message = task
-    async with asyncio.timeout(60):
-        while (await d.get(f"/v1/messages/{child_message}"))["status"] != "claimed":
-            await asyncio.sleep(0.05)
+
+    async def claimed() -> bool:
+        # The row is written before the child's message is published: 404 until then.
+        status, body = await d.fetch(f"/v1/messages/{child_message}")
+        return status == 200 and body["status"] == "claimed"
+
+    await eventually(claimed, timeout=60, what="the child's message claimed")
     await d.kill()
     return str(task_id), str(child_message)
 

@@ -96,17 +96,20 @@ async def running(home: Path, *, overrides: dict[str, Any] | None = None) -> Asy
     task = asyncio.create_task(
         serve(home, stop=stop, env={}, ollama_url=_closed_port_url(), config_overrides=overrides)
     )
+    http_off = (overrides or {}).get("http", {}).get("enabled") is False
     connector = aiohttp.UnixConnector(path=str(home / "run" / "gateway.sock"))
     async with aiohttp.ClientSession(connector=connector) as http:
         gateway = Gateway(http, task)
         async with asyncio.timeout(30):
             while True:
                 assert not task.done(), f"gateway exited early with {task.result()}"
-                try:
-                    await gateway.get("/v1/status")
-                    break
+                try:  # HTTP (when on) listens just after the control socket
+                    status = await gateway.get("/v1/status")
+                    if status["http"] or http_off:
+                        break
                 except aiohttp.ClientConnectionError:
-                    await asyncio.sleep(0.05)
+                    pass
+                await asyncio.sleep(0.05)
         try:
             yield gateway
         finally:

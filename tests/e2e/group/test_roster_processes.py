@@ -54,7 +54,7 @@ async def test_two_members_see_each_other_and_keep_their_own_sessions(
                 assert members[name].store_schema == group_db.schema(name)
                 assert set(members[name].capabilities["tools"]) >= BUILTIN_TOOLS
                 assert "general-purpose" in members[name].capabilities["agents"]
-                assert members[name].capabilities["channels"] == ["cli"]
+                assert members[name].capabilities["channels"] == ["cli", "ui"]
                 assert "IDENTITY.md" in members[name].identity
             # beta's CLI shows alpha, as the shared store holds it (the CLI and doctor on
             # every home: tests/integration/test_group_store.py).
