@@ -13,10 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-__all__ = ["Step", "Turn", "event_rows", "steps_of", "turns_of"]
+__all__ = ["SHOWN_EVENTS", "SHOWN_TURNS", "Step", "Turn", "event_rows", "steps_of", "turns_of"]
 
 _RESULT_CHARS = 4000
 """How much of a tool's result or a subagent's answer a step shows."""
+SHOWN_TURNS = 100
+"""The newest turns a page shows of a session (``familiar sessions show`` has them all):
+rendering thousands of Markdown replies would hold up the gateway's event loop for
+seconds."""
+SHOWN_EVENTS = 500
+"""The newest events a page shows of a session's log (likewise)."""
 
 
 @dataclass

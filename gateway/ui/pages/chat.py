@@ -30,9 +30,9 @@ from gateway.ui.chat_live import LiveTurn, LiveTurns
 from gateway.ui.markdown import reply_html
 from gateway.ui.render import render, render_text, session_of
 from gateway.ui.routes import EventStream, UiRoutes, after_action
-from gateway.ui.transcript import Turn, turns_of
+from gateway.ui.transcript import SHOWN_TURNS, Turn, turns_of
 
-__all__ = ["add_routes", "transcript_items", "when"]
+__all__ = ["add_routes", "transcript_context", "transcript_items", "when"]
 
 _DEFAULT_NAME = "main"
 _KEEPALIVE = 15.0
@@ -68,6 +68,20 @@ def transcript_items(
     return [(kind, item) for _at, kind, item in items]
 
 
+def transcript_context(detail: dict[str, Any], live: list[LiveTurn], key: str) -> dict[str, Any]:
+    """What ``chat/_transcript.html`` shows of session ``key``: its newest `SHOWN_TURNS`
+    items (`transcript_items`) and how many older ones it leaves out."""
+    items = transcript_items(detail, live)
+    return {
+        "items": items[-SHOWN_TURNS:],
+        "older_turns": max(0, len(items) - SHOWN_TURNS),
+        "key": key,
+        "md": reply_html,
+        "when": when,
+        "user_label": "You",
+    }
+
+
 class _ChatPage:
     def __init__(self, ui: UiRoutes) -> None:
         self._ui = ui
@@ -97,15 +111,13 @@ class _ChatPage:
             "chat.html",
             title="Chat",
             name=name,
-            key=key,
             sessions=sessions,
             problem=problem,
             **self._transcript_context(detail, key),
         )
 
     def _transcript_context(self, detail: dict[str, Any], key: str) -> dict[str, Any]:
-        items = transcript_items(detail, self._turns.of_session(key))
-        return {"items": items, "md": reply_html, "when": when, "user_label": "You"}
+        return transcript_context(detail, self._turns.of_session(key), key)
 
     async def send(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
