@@ -1,8 +1,8 @@
 """The Chat page: the operator's own ``ui:NAME`` sessions, replies streamed as they come.
 
 - ``GET /ui/chat?s=NAME``: the sessions of the ``ui`` channel, and session NAME's
-  conversation (turns with their tool-call and subagent steps); opening it marks its
-  unread replies read.
+  conversation (turns with their tool-call and subagent steps); its unread replies
+  are marked new (a GET changes nothing: **Mark read** or sending marks them read).
 - ``POST /ui/chat/send`` (``session``, ``text``; ``do=stop`` sends ``/stop``): sends
   through the control API as the logged-in operator (`LiveTurns`) and answers the
   conversation with the new turn, whose element follows ``/ui/chat/live/<turn>``.
@@ -99,9 +99,7 @@ class _ChatPage:
             except ValueError as exc:
                 problem, name, key = str(exc), _DEFAULT_NAME, ui_key(_DEFAULT_NAME)
             detail = await _detail(client, key)
-            unread = [int(u["id"]) for u in detail.get("unread", [])]
-            if unread:  # shown now: read
-                await client.mark_read(key, upto=max(unread))
+        unread = [int(u["id"]) for u in detail.get("unread", [])]
         sessions = [
             {**s, "name": s["key"].removeprefix(UI_PREFIX), "when": when(s["updated_at"])}
             for s in listed
@@ -113,6 +111,7 @@ class _ChatPage:
             name=name,
             sessions=sessions,
             problem=problem,
+            unread_upto=max(unread) if unread else None,
             **self._transcript_context(detail, key),
         )
 
@@ -132,6 +131,10 @@ class _ChatPage:
             return web.Response(status=400, text="type a message first")
         if len(text) > _MAX_TEXT:
             return web.Response(status=413, text=f"a message is at most {_MAX_TEXT:,} characters")
+        read_upto = str(form.get("read_upto", ""))
+        if read_upto.isdigit():  # the replies the page showed as new: answered, so read
+            async with self._ui.client() as client:
+                await client.mark_read(key, upto=int(read_upto))
         turn = await self._turns.start(key, text, session_of(request).operator)
         if turn.message_id is None and turn.problem is not None:
             return web.Response(status=503, text=f"not sent: {turn.problem}")

@@ -89,7 +89,7 @@ class _SessionsPage:
             return web.Response(status=400, text=f"bad request: {exc}")
         async with self._ui.client() as client:
             await client.mark_read(key, upto=upto)
-        if not back.startswith("/ui/sessions"):
+        if not back.startswith(("/ui/sessions", "/ui/chat?")):
             back = "/ui/sessions"
         return after_action(request, redirect=back)
 
