@@ -18,19 +18,15 @@ import logging
 import os
 import uuid
 from collections import defaultdict
-from typing import Any
-
-from sqlalchemy.engine import make_url
 
 from core.bus.wakeups import Handler
+from core.store.pg_listen import MAX_PAYLOAD, ListenConnection
 
 __all__ = ["CHANNEL", "PgWakeups", "wake_channel"]
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "familiar_wake"
-_MAX_PAYLOAD = 7900
-"""PostgreSQL refuses NOTIFY payloads of 8000 bytes or more."""
 _ORDERED = frozenset({"eph", "metric", "sub", "unsub"})
 
 
@@ -48,67 +44,33 @@ class PgWakeups:
     """
 
     def __init__(self, url: str, schema: str | None = None) -> None:
-        self._dsn = make_url(url).set(drivername="postgresql").render_as_string(False)
-        self.channel = wake_channel(schema)
+        self._listen = ListenConnection(
+            url,
+            wake_channel(schema),
+            self._receive,
+            what="wake-up connection to PostgreSQL",
+            reconnected=lambda: self.announce(("hello", "")),
+        )
+        self.channel = self._listen.channel
         self.name = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._conn: Any = None
-        """The asyncpg connection (asyncpg is imported only when PostgreSQL is used)."""
         self._handlers: defaultdict[str, list[Handler]] = defaultdict(list)
         self._pending: dict[str, list[str]] = {}
         self._flush_scheduled = False
         self._sending: asyncio.Task[None] | None = None
-        self._keeper: asyncio.Task[None] | None = None
-        self._lost = asyncio.Event()
         self._stopped = False
         self.sent = 0
         self.dropped = 0
 
     async def start(self) -> None:
-        await self._connect()
-        self._keeper = asyncio.create_task(self._keep(), name="pg-wakeups")
+        await self._listen.start()
         self.announce(("hello", ""))
 
     async def stop(self) -> None:
         self._stopped = True
-        if self._keeper is not None:
-            self._keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keeper
         if self._sending is not None:
             with contextlib.suppress(Exception):
                 await self._sending
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close(timeout=5)
-
-    async def _connect(self) -> None:
-        import asyncpg  # type: ignore[import-untyped]  # the postgres extra
-
-        conn = await asyncpg.connect(self._dsn, timeout=10)
-        await conn.add_listener(self.channel, self._receive)
-        conn.add_termination_listener(lambda _c: self._lost.set())
-        self._conn = conn
-        self._lost.clear()
-
-    async def _keep(self) -> None:
-        """Open the connection again whenever it is lost."""
-        delay = 0.5
-        while not self._stopped:
-            await self._lost.wait()
-            self._conn = None
-            log.warning("wake-up connection to PostgreSQL lost: readers poll meanwhile")
-            while not self._stopped:
-                await asyncio.sleep(delay)
-                try:
-                    await self._connect()
-                except Exception as exc:  # asyncpg's errors, OSError, TimeoutError
-                    delay = min(delay * 2, 30.0)
-                    log.warning("wake-up connection failed, retry in %.0fs: %s", delay, exc)
-                    continue
-                delay = 0.5
-                self.announce(("hello", ""))
-                break
+        await self._listen.stop()
 
     # -- Wakeups -------------------------------------------------------------------------
 
@@ -156,20 +118,13 @@ class PgWakeups:
                 for target, lines in pending.items()
                 for chunk in _chunks(lines)
             ]
-            conn = self._conn
-            if conn is None or conn.is_closed():
-                self.dropped += len(payloads)
-                continue
             for n, payload in enumerate(payloads):
-                try:
-                    await conn.execute("SELECT pg_notify($1, $2)", self.channel, payload)
-                except Exception as exc:  # asyncpg's errors, a dropped connection
+                if not await self._listen.notify(payload):
                     self.dropped += len(payloads) - n
-                    log.debug("wake-up notify failed: %s", exc)
                     break
                 self.sent += 1
 
-    def _receive(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+    def _receive(self, payload: str) -> None:
         head, _, body = payload.partition("\n")
         sender, _, target = head.partition("\t")
         if sender == self.name or (target and target != self.name):
@@ -191,9 +146,9 @@ def _chunks(lines: list[str]) -> list[str]:
     size = 0
     for line in lines:
         length = len(line.encode()) + 1
-        if length > _MAX_PAYLOAD:
+        if length > MAX_PAYLOAD:
             continue
-        if current and size + length > _MAX_PAYLOAD:
+        if current and size + length > MAX_PAYLOAD:
             chunks.append("\n".join(current))
             current, size = [], 0
         current.append(line)

@@ -28,10 +28,10 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from core.background import BackgroundTask
 from core.bus.sql import SqlBus
 from core.errors import TaskRefused
-from core.event_data import SubagentStarted
-from core.events import Event, EventLog
+from core.events import EventLog
 from core.group.config import member_name_problem
 from core.group.roster import Member, Roster
 from core.messages import Delivery
@@ -39,7 +39,7 @@ from core.store.engine import Store
 from core.tasks.collector import SUBAGENT_CHANNEL
 from core.tasks.handoff import handoff_fields
 from core.tasks.peers import Peers, PeerSpawn
-from core.tasks.records import PEER_PREFIX, TaskRecord, TaskRow
+from core.tasks.records import PEER_PREFIX, TaskRecord, TaskRow, started_event
 from core.tasks.repository import TaskRepository
 from core.tools.base import ToolContext
 from core.tools.subagents_config import SubagentsConfig
@@ -98,7 +98,7 @@ class GroupDelegation(Peers):
             store=store, bus=bus, events=events, tasks=tasks, subagents=subagents, clock=clock
         )
         self._changed = asyncio.Event()
-        self._worker: asyncio.Task[None] | None = None
+        self._worker = BackgroundTask("familiar-group-follow")
         self._spawn_counts: dict[str, int] = {}
 
     def poke(self) -> None:
@@ -221,18 +221,14 @@ class GroupDelegation(Peers):
             "created_at": now,
             "updated_at": now,
         }
-        started = SubagentStarted(
+        event = started_event(
+            ctx.session_key,
+            parent.id if parent is not None else None,
             agent_id=task_id,
             agent_type=agent_type,
             mode=mode,
-            memory_share_mode="handoff",
             depth=ctx.depth + 1,
             description=description,
-        )
-        event = Event(
-            session_key=ctx.session_key,
-            message_id=parent.id if parent is not None else None,
-            data=started,
         )
 
         def job(conn: Connection) -> TaskRecord:
@@ -300,15 +296,10 @@ class GroupDelegation(Peers):
     # -- following -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._worker is None:
-            self._worker = asyncio.create_task(self._follow(), name="familiar-group-follow")
+        self._worker.start(self._follow)
 
     async def stop(self) -> None:
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker
+        await self._worker.stop()
 
     async def _follow(self) -> None:
         while True:

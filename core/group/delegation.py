@@ -8,9 +8,9 @@ group's wake-up connection; the others find the change at their next poll.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
+from core.background import BackgroundTask
 from core.bus.sql import SqlBus
 from core.events import EventLog
 from core.group.delegate import GroupDelegation
@@ -71,19 +71,16 @@ class Delegation:
             renew_every=config.heartbeat,
             retention_days=config.retention_days,
         )
-        self._attach: asyncio.Task[None] | None = None
+        self._attach = BackgroundTask("familiar-group-listen")
 
     async def start(self) -> None:
         await self._group.roster.ensure_tables()
         await self.peers.start()
         await self.intake.start()
-        self._attach = asyncio.create_task(self._listen(), name="familiar-group-listen")
+        self._attach.start(self._listen)
 
     async def stop(self) -> None:
-        if self._attach is not None:
-            self._attach.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._attach
+        await self._attach.stop()
         await self.intake.stop()
         await self.peers.stop()
 

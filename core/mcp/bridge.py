@@ -35,13 +35,13 @@ from core.background import BackgroundTask
 from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
 from core.errors import McpRefused, ToolFailed
-from core.event_data import SubagentCompleted, SubagentFailed, SubagentStarted
-from core.events import Event, EventLog
+from core.event_data import SubagentCompleted, SubagentFailed
+from core.events import EventLog
 from core.messages import Delivery
 from core.store.engine import Store
 from core.tasks.collector import SUBAGENT_CHANNEL
 from core.tasks.handoff import handoff_message
-from core.tasks.records import MCP_TASK, TaskRecord
+from core.tasks.records import MCP_TASK, TaskRecord, started_event
 from core.tools.base import ToolContext
 
 from .connection import McpConnection
@@ -212,18 +212,14 @@ class McpTaskBridge:
             "lease_until": now + self._lease,
             "created_at": now,
         }
-        started = SubagentStarted(
+        event = started_event(
+            ctx.session_key,
+            parent.id if parent is not None else None,
             agent_id=task_id,
             agent_type=MCP_TASK,
             mode=mode,
-            memory_share_mode="handoff",
             depth=ctx.depth + 1,
             description=what,
-        )
-        event = Event(
-            session_key=ctx.session_key,
-            message_id=parent.id if parent is not None else None,
-            data=started,
         )
         record, _new = await self.tasks.create(values, row, [event])
         log.info(

@@ -8,6 +8,9 @@ from typing import Any, Literal
 from sqlalchemy import Index, Text
 from sqlmodel import Column, Field, SQLModel
 
+from core.event_data import SubagentStarted
+from core.events import Event
+
 __all__ = [
     "ACTIVE",
     "MCP_TASK",
@@ -167,3 +170,27 @@ class TaskRecord:
             found["result"] = self.result
             found["error"] = self.error
         return found
+
+
+def started_event(
+    session_key: str,
+    message_id: str | None,
+    *,
+    agent_id: str,
+    agent_type: str,
+    mode: str,
+    depth: int,
+    description: str | None,
+    memory_share_mode: str = "handoff",
+) -> Event:
+    """The ``subagent.started`` event a spawn records in the calling session's log (a
+    subagent's, an MCP task's or a group peer's)."""
+    started = SubagentStarted(
+        agent_id=agent_id,
+        agent_type=agent_type,
+        mode=mode,
+        memory_share_mode=memory_share_mode,
+        depth=depth,
+        description=description,
+    )
+    return Event(session_key=session_key, message_id=message_id, data=started)

@@ -25,7 +25,7 @@ from sqlalchemy import Connection
 
 from core.bus.sql import SqlBus
 from core.errors import TaskNotFound, TaskRefused
-from core.event_data import SubagentFailed, SubagentStarted
+from core.event_data import SubagentFailed
 from core.events import Event, EventLog
 from core.messages import Delivery, InboundMessage
 from core.sessions import SessionStore
@@ -39,7 +39,7 @@ from core.tasks.profiles import (
     SubagentProfiles,
     SubagentStartContext,
 )
-from core.tasks.records import TaskRecord, no_messages, runs_elsewhere
+from core.tasks.records import TaskRecord, no_messages, runs_elsewhere, started_event
 from core.tasks.repository import TaskRepository
 from core.tasks.spawn_model import spawn_model
 from core.tools.base import NO_CAPACITY_HANDOVER, Capacity
@@ -230,13 +230,15 @@ class TaskRegistry:
             "updated_at": now,
         }
         parent_id = request.parent.id if request.parent is not None else None
-        started = SubagentStarted(
+        started = started_event(
+            request.owner_key,
+            parent_id,
             agent_id=task_id,
             agent_type=spec.name,
             mode=mode,
-            memory_share_mode=memory_mode,
             depth=depth,
             description=description or None,
+            memory_share_mode=memory_mode,
         )
 
         def job(conn: Connection) -> tuple[TaskRecord, bool]:
@@ -250,9 +252,7 @@ class TaskRegistry:
                     "(tools.subagents.max_concurrent): wait for one, or do it yourself"
                 )
             self.repo.insert_in(conn, values)
-            self._events.add_in(
-                conn, [Event(session_key=request.owner_key, message_id=parent_id, data=started)]
-            )
+            self._events.add_in(conn, [started])
             record = self.repo.get_in(conn, task_id)
             assert record is not None
             return record, True
