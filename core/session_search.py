@@ -63,18 +63,7 @@ class SessionSearch:
             )
         async with self._store.read() as conn:
             rows = (await conn.execute(query)).all()
-        found = [
-            SessionInfo(
-                key=r.key,
-                channel=r.channel,
-                created_at=r.created_at,
-                updated_at=r.updated_at,
-                epoch=r.epoch,
-                message_count=r.message_count,
-            )
-            for r in rows
-        ]
-        return await self.with_unread(found)
+        return await self.with_unread([SessionInfo.of_row(r) for r in rows])
 
     async def with_unread(self, infos: Sequence[SessionInfo]) -> list[SessionInfo]:
         """``infos`` with their ``unread`` counts (replies kept while nobody watched)."""

@@ -161,6 +161,18 @@ class SessionInfo:
     pending: int = 0
     unread: int = 0
 
+    @classmethod
+    def of_row(cls, row: Any) -> SessionInfo:
+        """From a row of the sessions table with its ``message_count``."""
+        return cls(
+            key=row.key,
+            channel=row.channel,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            epoch=row.epoch,
+            message_count=row.message_count,
+        )
+
     def as_json(self) -> dict[str, object]:
         return {
             "key": self.key,
@@ -360,17 +372,7 @@ class SessionStore:
             query = query.where(_sessions.c.key == key)
         async with self._store.read() as conn:
             rows = (await conn.execute(query)).all()
-        return [
-            SessionInfo(
-                key=r.key,
-                channel=r.channel,
-                created_at=r.created_at,
-                updated_at=r.updated_at,
-                epoch=r.epoch,
-                message_count=r.message_count,
-            )
-            for r in rows
-        ]
+        return [SessionInfo.of_row(r) for r in rows]
 
     async def all_history(self, key: str, *, limit: int = 1000) -> list[StoredMessage]:
         """The newest stored messages, oldest first (for display)."""
