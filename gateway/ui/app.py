@@ -121,7 +121,14 @@ def _login(auth: UiAuth) -> Handler:
             html = request.config_dict[TEMPLATES].render("login_needed.html", {"used": bool(token)})
             return web.Response(status=401, text=html, content_type="text/html")
         log.info("ui login operator=%s", session.operator)
-        response = web.HTTPSeeOther("/ui/")
+        redirect = web.HTTPSeeOther("/ui/")
+        response: web.Response = redirect
+        if request.headers.get("Sec-Fetch-Site", "none") not in ("none", "same-origin"):
+            # Opened from elsewhere (`familiar ui` opens a local file that forwards
+            # here): a SameSite=Strict cookie would not go with a redirect of that
+            # navigation. A page of the panel's own origin sends the browser on instead.
+            html = request.config_dict[TEMPLATES].render("login_continue.html", {})
+            response = web.Response(text=html, content_type="text/html")
         response.set_cookie(
             COOKIE,
             session.id,
@@ -131,7 +138,9 @@ def _login(auth: UiAuth) -> Handler:
             secure=request.secure,
             max_age=int(auth.session_seconds),
         )
-        raise response
+        if response is redirect:
+            raise redirect
+        return response
 
     return login
 

@@ -13,10 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-__all__ = ["Step", "Turn", "event_rows", "steps_of", "turns_of"]
+from core.tools.approvals.display import has_hidden
+
+__all__ = ["SHOWN_EVENTS", "SHOWN_TURNS", "Step", "Turn", "event_rows", "steps_of", "turns_of"]
 
 _RESULT_CHARS = 4000
 """How much of a tool's result or a subagent's answer a step shows."""
+SHOWN_TURNS = 100
+"""The newest turns a page shows of a session (``familiar sessions show`` has them all):
+rendering thousands of Markdown replies would hold up the gateway's event loop for
+seconds."""
+SHOWN_EVENTS = 500
+"""The newest events a page shows of a session's log (likewise)."""
 
 
 @dataclass
@@ -51,6 +59,13 @@ class Turn:
 
 def _clip(text: str) -> str:
     return text if len(text) <= _RESULT_CHARS else text[:_RESULT_CHARS] + " …"
+
+
+def _command(value: Any) -> str:
+    """An approval's command as the Approvals page shows it: escaped (a JSON string) when
+    invisible or control characters in it could hide or reorder what runs."""
+    command = str(value or "")
+    return json.dumps(command, ensure_ascii=True) if has_hidden(command) else command
 
 
 def _arguments(value: Any) -> str:
@@ -108,7 +123,7 @@ def steps_of(
             approval = str(data.get("approval_id", "?"))
             step = steps.setdefault(
                 f"approval:{approval}",
-                Step("approval", f"approval #{approval}", str(data.get("command", ""))),
+                Step("approval", f"approval #{approval}", _command(data.get("command"))),
             )
             step.result = str(data.get("reason", ""))
             step.state = str(data.get("decision") or "waiting")

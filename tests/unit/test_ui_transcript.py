@@ -100,3 +100,15 @@ def test_a_turn_in_flight_replaces_its_history_rows() -> None:
         for kind, item in transcript_items(detail, [answered, running])
     ]
     assert kinds == [("turn", "m0"), ("live", "m1"), ("live", "m2")]
+
+
+def test_an_approval_step_shows_a_command_with_hidden_characters_escaped() -> None:
+    """As the Approvals page does: a right-to-left override cannot reorder what the
+    operator reads before typing ``/approve``."""
+    hidden = "echo safe \u202e; rm -rf ~ #"
+    (step,) = steps_of(
+        [_event("tool.approval_requested", approval_id="a1", command=hidden, reason="r")]
+    )
+    assert step.detail == '"echo safe \\u202e; rm -rf ~ #"'
+    (plain,) = steps_of([_event("tool.approval_requested", approval_id="a2", command="ls -l")])
+    assert plain.detail == "ls -l"

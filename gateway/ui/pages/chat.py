@@ -1,8 +1,8 @@
 """The Chat page: the operator's own ``ui:NAME`` sessions, replies streamed as they come.
 
 - ``GET /ui/chat?s=NAME``: the sessions of the ``ui`` channel, and session NAME's
-  conversation (turns with their tool-call and subagent steps); opening it marks its
-  unread replies read.
+  conversation (turns with their tool-call and subagent steps); its unread replies
+  are marked new (a GET changes nothing: **Mark read** or sending marks them read).
 - ``POST /ui/chat/send`` (``session``, ``text``; ``do=stop`` sends ``/stop``): sends
   through the control API as the logged-in operator (`LiveTurns`) and answers the
   conversation with the new turn, whose element follows ``/ui/chat/live/<turn>``.
@@ -30,9 +30,9 @@ from gateway.ui.chat_live import LiveTurn, LiveTurns
 from gateway.ui.markdown import reply_html
 from gateway.ui.render import render, render_text, session_of
 from gateway.ui.routes import EventStream, UiRoutes, after_action
-from gateway.ui.transcript import Turn, turns_of
+from gateway.ui.transcript import SHOWN_TURNS, Turn, turns_of
 
-__all__ = ["add_routes", "transcript_items", "when"]
+__all__ = ["add_routes", "transcript_context", "transcript_items", "when"]
 
 _DEFAULT_NAME = "main"
 _KEEPALIVE = 15.0
@@ -68,6 +68,20 @@ def transcript_items(
     return [(kind, item) for _at, kind, item in items]
 
 
+def transcript_context(detail: dict[str, Any], live: list[LiveTurn], key: str) -> dict[str, Any]:
+    """What ``chat/_transcript.html`` shows of session ``key``: its newest `SHOWN_TURNS`
+    items (`transcript_items`) and how many older ones it leaves out."""
+    items = transcript_items(detail, live)
+    return {
+        "items": items[-SHOWN_TURNS:],
+        "older_turns": max(0, len(items) - SHOWN_TURNS),
+        "key": key,
+        "md": reply_html,
+        "when": when,
+        "user_label": "You",
+    }
+
+
 class _ChatPage:
     def __init__(self, ui: UiRoutes) -> None:
         self._ui = ui
@@ -85,9 +99,7 @@ class _ChatPage:
             except ValueError as exc:
                 problem, name, key = str(exc), _DEFAULT_NAME, ui_key(_DEFAULT_NAME)
             detail = await _detail(client, key)
-            unread = [int(u["id"]) for u in detail.get("unread", [])]
-            if unread:  # shown now: read
-                await client.mark_read(key, upto=max(unread))
+        unread = [int(u["id"]) for u in detail.get("unread", [])]
         sessions = [
             {**s, "name": s["key"].removeprefix(UI_PREFIX), "when": when(s["updated_at"])}
             for s in listed
@@ -97,15 +109,14 @@ class _ChatPage:
             "chat.html",
             title="Chat",
             name=name,
-            key=key,
             sessions=sessions,
             problem=problem,
+            unread_upto=max(unread) if unread else None,
             **self._transcript_context(detail, key),
         )
 
     def _transcript_context(self, detail: dict[str, Any], key: str) -> dict[str, Any]:
-        items = transcript_items(detail, self._turns.of_session(key))
-        return {"items": items, "md": reply_html, "when": when, "user_label": "You"}
+        return transcript_context(detail, self._turns.of_session(key), key)
 
     async def send(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
@@ -120,6 +131,10 @@ class _ChatPage:
             return web.Response(status=400, text="type a message first")
         if len(text) > _MAX_TEXT:
             return web.Response(status=413, text=f"a message is at most {_MAX_TEXT:,} characters")
+        read_upto = str(form.get("read_upto", ""))
+        if read_upto.isdigit():  # the replies the page showed as new: answered, so read
+            async with self._ui.client() as client:
+                await client.mark_read(key, upto=int(read_upto))
         turn = await self._turns.start(key, text, session_of(request).operator)
         if turn.message_id is None and turn.problem is not None:
             return web.Response(status=503, text=f"not sent: {turn.problem}")

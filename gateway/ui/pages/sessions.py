@@ -21,9 +21,9 @@ from gateway.ui.markdown import reply_html
 from gateway.ui.pages.chat import when
 from gateway.ui.render import render
 from gateway.ui.routes import UiRoutes, after_action
-from gateway.ui.transcript import event_rows, turns_of
+from gateway.ui.transcript import SHOWN_EVENTS, SHOWN_TURNS, event_rows, turns_of
 
-__all__ = ["add_routes"]
+__all__ = ["add_routes", "session_context"]
 
 _LISTED = 300
 """Sessions the page lists at most (the newest)."""
@@ -76,7 +76,7 @@ class _SessionsPage:
             q=text or "",
             problem=problem,
             here="/ui/sessions?" + urlencode({**filters, **({"key": key} if key else {})}),
-            **_detail_context(detail),
+            **session_context(detail),
         )
 
     async def read(self, request: web.Request) -> web.StreamResponse:
@@ -89,22 +89,27 @@ class _SessionsPage:
             return web.Response(status=400, text=f"bad request: {exc}")
         async with self._ui.client() as client:
             await client.mark_read(key, upto=upto)
-        if not back.startswith("/ui/sessions"):
+        if not back.startswith(("/ui/sessions", "/ui/chat?")):
             back = "/ui/sessions"
         return after_action(request, redirect=back)
 
 
-def _detail_context(detail: dict[str, Any] | None) -> dict[str, Any]:
+def session_context(detail: dict[str, Any] | None) -> dict[str, Any]:
+    """What ``sessions.html`` shows of one session (``GET /v1/sessions/{key}?events=1``):
+    its newest `SHOWN_TURNS` turns and `SHOWN_EVENTS` events, and how many are left out."""
     if detail is None:
         return {"detail": None}
     info = detail["session"]
     unread = [int(u["id"]) for u in detail.get("unread", [])]
     history, events = detail.get("history", []), detail.get("events", [])
     key = str(info["key"])
+    turns = turns_of(history, events)
     return {
         "detail": info,
-        "turns": turns_of(history, events),
-        "events": event_rows(reversed(events)),
+        "turns": turns[-SHOWN_TURNS:],
+        "older_turns": max(0, len(turns) - SHOWN_TURNS),
+        "events": event_rows(list(reversed(events))[:SHOWN_EVENTS]),
+        "older_events": max(0, len(events) - SHOWN_EVENTS),
         "unread_upto": max(unread) if unread else None,
         "chat_name": key.removeprefix(UI_PREFIX) if key.startswith(UI_PREFIX) else None,
         "md": reply_html,

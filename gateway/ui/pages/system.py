@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import re
+from html import escape
 from typing import Any
 
 from aiohttp import web
 
 from gateway.masking import MASK
+from gateway.ui.polling import push_changes
 from gateway.ui.render import render, render_text
 from gateway.ui.routes import EventStream, UiRoutes, after_action
 
@@ -18,7 +20,6 @@ __all__ = ["add_routes", "channel_rows"]
 
 LIVE_INTERVAL = 2.0
 """Seconds between two looks at the process table for the live view."""
-_KEEPALIVE = 15.0
 _CREDENTIAL = re.compile(r"(token|secret|password|api_key|app_password|client_secret)$")
 
 
@@ -84,19 +85,14 @@ class _SystemPage:
 
     async def live(self, request: web.Request, stream: EventStream) -> None:
         """The process table, sent again whenever it changes."""
-        shown = ""
-        quiet = 0.0
-        while True:
-            html = render_text(request, "system/_processes.html", processes=await self._processes())
-            if html != shown:
-                await stream.send("replace", html)
-                shown, quiet = html, 0.0
-            elif quiet >= _KEEPALIVE:
-                await stream.keepalive()
-                quiet = 0.0
-            if not await stream.wait(LIVE_INTERVAL):
-                return
-            quiet += LIVE_INTERVAL
+
+        async def fragment() -> str:
+            return render_text(request, "system/_processes.html", processes=await self._processes())
+
+        def failed(why: str) -> str:
+            return f'<p class="error" role="alert">{escape(why)}</p>'
+
+        await push_changes(stream, fragment, failed, every=LIVE_INTERVAL)
 
     async def trust(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()

@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from gateway.control.client import ControlError, DaemonUnavailable
+from gateway.ui.polling import push_views
 from gateway.ui.render import render, render_text, session_of
 from gateway.ui.routes import EventStream, UiRoutes, after_action
 
@@ -25,8 +26,6 @@ __all__ = ["POLL_SECONDS", "add_routes"]
 
 POLL_SECONDS = 1.0
 """How often a live view asks the control API again."""
-_KEEPALIVE_SECONDS = 15.0
-"""An unchanged view sends a comment this often (a browser that left is noticed)."""
 _TASK_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _ACTIVE = ("running", "idle")
 
@@ -154,22 +153,11 @@ def _problem(text: str) -> str:
 async def _live(stream: EventStream, view: Callable[[], Awaitable[tuple[str, bool]]]) -> None:
     """Send the view whenever it changes, until it says it is the last one (or the
     gateway stops)."""
-    last: str | None = None
-    quiet = 0.0
-    while True:
+
+    async def shown() -> tuple[str, bool]:
         try:
-            html, final = await view()
+            return await view()
         except DaemonUnavailable as exc:
-            html, final = _problem(str(exc)), False
-        if html != last:
-            await stream.send("replace", html)
-            last, quiet = html, 0.0
-        elif quiet >= _KEEPALIVE_SECONDS:
-            await stream.keepalive()
-            quiet = 0.0
-        if final:
-            await stream.send("close")
-            return
-        if not await stream.wait(POLL_SECONDS):
-            return  # the gateway is stopping
-        quiet += POLL_SECONDS
+            return _problem(str(exc)), False
+
+    await push_views(stream, shown, every=POLL_SECONDS)

@@ -227,3 +227,28 @@ def test_a_schedule_firing_in_an_open_chat_appears_there(
     # Seen live, so not kept unread.
     found = gateway.control(lambda client: client.find_sessions(query="watched"))
     assert [(s["key"], s["unread"]) for s in found["sessions"]] == [("ui:watched", 0)]
+
+
+def test_opening_a_chat_changes_nothing_mark_read_does(
+    gateway: UiGateway, page: Page, login: Callable[[Page], str]
+) -> None:
+    """A GET changes no state (a link from anywhere cannot); the unread replies are
+    marked new until **Mark read** (a POST with the CSRF token)."""
+    at = (datetime.now(UTC) + timedelta(seconds=2)).isoformat(timespec="seconds")
+    gateway.familiar("schedule", "add", "--session", "ui:away", "--at", at, "while away")
+
+    def unread() -> int:
+        found = gateway.control(lambda client: client.find_sessions(query="ui:away"))
+        return sum(int(s["unread"]) for s in found["sessions"] if s["key"] == "ui:away")
+
+    eventually_sync(lambda: unread() == 1, timeout=30, what="the reply kept unread")
+    login(page)
+    page.goto(gateway.url("/ui/chat?s=away"))
+    expect(page.locator(".msg.assistant .badge")).to_have_text("new")
+    page.reload()
+    expect(page.locator(".msg.assistant .badge")).to_have_text("new")
+    assert unread() == 1
+    page.get_by_role("button", name="Mark read").click()
+    expect(page.get_by_role("heading", name="ui:away")).to_be_visible()
+    expect(page.locator(".msg.assistant .badge")).to_have_count(0)
+    assert unread() == 0
