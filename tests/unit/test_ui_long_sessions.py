@@ -5,7 +5,6 @@ gateway's event loop for seconds (5 s for 1,500 turns and 10,000 events)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from gateway.ui.pages.chat import transcript_context
@@ -40,35 +39,31 @@ def _detail(key: str) -> dict[str, Any]:
     return {"session": {**session, "messages": 2 * TURNS}, "history": history, "events": events}
 
 
-def _render(template: str, context: dict[str, Any]) -> tuple[str, float]:
+def _render(template: str, context: dict[str, Any]) -> str:
     templates = Templates()
     asyncio.run(templates.load())
     base = {"csrf": "t", "operator": "op", "nav": [], "title": "x"}
-    started = time.perf_counter()
-    html = templates.render(template, {**base, **context})
-    return html, time.perf_counter() - started
+    return templates.render(template, {**base, **context})
 
 
 def test_the_sessions_page_shows_the_newest_turns_and_events_of_a_long_session() -> None:
     context = session_context(_detail("slack:C1"))
     page = {"sessions": [], "listed_max": 300, "channels": [], "channel": "", "q": ""}
-    html, seconds = _render(
-        "sessions.html", {**page, "problem": None, "here": "/ui/sessions", **context}
-    )
+    html = _render("sessions.html", {**page, "problem": None, "here": "/ui/sessions", **context})
     assert len(context["turns"]) == SHOWN_TURNS
     assert f"question {TURNS - 1}<" in html and f"question {TURNS - SHOWN_TURNS - 1}<" not in html
     assert f"{TURNS - SHOWN_TURNS} older turns are not shown here" in html
     assert html.count("<tr>") - 1 == SHOWN_EVENTS  # (the header row)
     assert f"event-{EVENTS - 1}" in html and f"event-{EVENTS - SHOWN_EVENTS - 1}\\" not in html
     assert f"{EVENTS - SHOWN_EVENTS} older events are not shown here" in html
-    assert seconds < 2.0, seconds
+    assert len(html) < 1_000_000, len(html)  # the work done, not its time (8.9 MB uncapped)
 
 
 def test_the_chat_page_shows_the_newest_turns_of_a_long_session() -> None:
     context = transcript_context(_detail("ui:long"), [], "ui:long")
-    html, seconds = _render("chat/_transcript.html", context)
+    html = _render("chat/_transcript.html", context)
     assert len(context["items"]) == SHOWN_TURNS
     assert f"question {TURNS - 1}<" in html and f"question {TURNS - SHOWN_TURNS - 1}<" not in html
     assert f"{TURNS - SHOWN_TURNS} older turns are not shown here" in html
     assert "familiar sessions show ui:long" in html
-    assert seconds < 2.0, seconds
+    assert len(html) < 1_000_000, len(html)  # the work done, not its time (8.9 MB uncapped)
