@@ -33,7 +33,9 @@ async def stack() -> AsyncIterator[ControlStack]:
 
 
 async def _post(stack: ControlStack, path: str, body: dict[str, Any]) -> tuple[int, str]:
-    connector = aiohttp.UnixConnector(path=str(socket_path(stack.home)))
+    # force_close: no kept-alive connection for the server's teardown to cut (a socket
+    # collected later fails another test as unraisable)
+    connector = aiohttp.UnixConnector(path=str(socket_path(stack.home)), force_close=True)
     async with (
         aiohttp.ClientSession(connector=connector) as http,
         http.post(f"http://familiar{path}", json=body) as response,
