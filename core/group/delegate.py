@@ -39,7 +39,7 @@ from core.store.engine import Store
 from core.tasks.collector import SUBAGENT_CHANNEL
 from core.tasks.handoff import handoff_fields
 from core.tasks.peers import Peers, PeerSpawn
-from core.tasks.records import PEER_PREFIX, TaskRecord, TaskRow, started_event
+from core.tasks.records import PEER_PREFIX, TaskRecord, TaskRow, outside_task_values, started_event
 from core.tasks.repository import TaskRepository
 from core.tools.base import ToolContext
 from core.tools.subagents_config import SubagentsConfig
@@ -187,29 +187,19 @@ class GroupDelegation(Peers):
         description = request.description.strip()[:2000] or f"a task for {member.name}"
         parent = ctx.message
         delivery = parent.delivery if parent is not None else Delivery(channel=SUBAGENT_CHANNEL)
-        record = {
-            "id": task_id,
-            "owner_key": ctx.session_key,
-            "child_key": group_session_key(self.name, task_id),
-            "spawn_key": spawn_key,
-            "agent_type": agent_type,
-            "name": None,
-            "description": description,
-            "prompt": prompt,
-            "model": None,
-            "mode": mode,
-            "multi_turn": False,
-            "memory_mode": "handoff",
-            "status": "running",
-            "turns": 0,
-            "tool_calls": 0,
-            "depth": ctx.depth + 1,
-            "delivery": delivery.model_dump_json(),
-            "message_id": None,
-            "handoff": mode == "background",
-            "created_at": now,
-            "updated_at": now,
-        }
+        record = outside_task_values(
+            task_id=task_id,
+            owner_key=ctx.session_key,
+            child_key=group_session_key(self.name, task_id),
+            spawn_key=spawn_key,
+            agent_type=agent_type,
+            description=description,
+            prompt=prompt,
+            mode=mode,
+            depth=ctx.depth + 1,
+            delivery=delivery.model_dump_json(),
+            now=now,
+        )
         row = {
             "id": task_id,
             "caller": self.name,

@@ -41,7 +41,7 @@ from core.messages import Delivery
 from core.store.engine import Store
 from core.tasks.collector import SUBAGENT_CHANNEL
 from core.tasks.handoff import handoff_message
-from core.tasks.records import MCP_TASK, TaskRecord, started_event
+from core.tasks.records import MCP_TASK, TaskRecord, outside_task_values, started_event
 from core.tools.base import ToolContext
 
 from .connection import McpConnection
@@ -174,30 +174,20 @@ class McpTaskBridge:
         parent = ctx.message
         delivery = parent.delivery if parent is not None else Delivery(channel=SUBAGENT_CHANNEL)
         what = f"{tool.connection.name}/{tool.remote_name}"
-        values = {
-            "id": task_id,
-            "owner_key": ctx.session_key,
-            "child_key": f"{MCP_TASK}:{task_id}",
-            "spawn_key": spawn_key,
-            "agent_type": MCP_TASK,
-            "name": None,
-            "description": what,
-            "prompt": json.dumps(arguments, ensure_ascii=False, sort_keys=True),
-            "model": None,
-            "mode": mode,
-            "multi_turn": False,
-            "memory_mode": "handoff",
-            "status": "running",
-            "turns": 0,
-            "tool_calls": 0,
-            "last_intent": (created.status_message or created.status)[:256],
-            "depth": ctx.depth + 1,
-            "delivery": delivery.model_dump_json(),
-            "message_id": None,
-            "handoff": mode == "background",
-            "created_at": now,
-            "updated_at": now,
-        }
+        values = outside_task_values(
+            task_id=task_id,
+            owner_key=ctx.session_key,
+            child_key=f"{MCP_TASK}:{task_id}",
+            spawn_key=spawn_key,
+            agent_type=MCP_TASK,
+            description=what,
+            prompt=json.dumps(arguments, ensure_ascii=False, sort_keys=True),
+            mode=mode,
+            depth=ctx.depth + 1,
+            delivery=delivery.model_dump_json(),
+            now=now,
+        )
+        values["last_intent"] = (created.status_message or created.status)[:256]
         row = {
             "id": task_id,
             "server": tool.connection.name,

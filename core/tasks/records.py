@@ -194,3 +194,44 @@ def started_event(
         description=description,
     )
     return Event(session_key=session_key, message_id=message_id, data=started)
+
+
+def outside_task_values(
+    *,
+    task_id: str,
+    owner_key: str,
+    child_key: str,
+    spawn_key: str | None,
+    agent_type: str,
+    description: str,
+    prompt: str,
+    mode: str,
+    depth: int,
+    delivery: str,
+    now: float,
+) -> dict[str, Any]:
+    """The ``subagent_tasks`` row of work that runs outside this assistant's agents (an
+    MCP task, a group peer's task): one turn, no model, its answer handed back."""
+    return {
+        "id": task_id,
+        "owner_key": owner_key,
+        "child_key": child_key,
+        "spawn_key": spawn_key,
+        "agent_type": agent_type,
+        "name": None,
+        "description": description,
+        "prompt": prompt,
+        "model": None,
+        "mode": mode,
+        "multi_turn": False,
+        "memory_mode": "handoff",
+        "status": "running",
+        "turns": 0,
+        "tool_calls": 0,
+        "depth": depth,
+        "delivery": delivery,
+        "message_id": None,
+        "handoff": mode == "background",
+        "created_at": now,
+        "updated_at": now,
+    }
