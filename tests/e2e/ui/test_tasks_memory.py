@@ -23,6 +23,7 @@ from playwright.sync_api import Dialog, Page, expect
 
 from tests.e2e.ui.conftest import UiGateway
 from tests.fakes.fake_openai import ScriptItem
+from tests.waiting import eventually_sync
 
 pytestmark = pytest.mark.slow
 
@@ -111,7 +112,15 @@ def _task_ids(gateway: UiGateway) -> list[str]:
 
 
 def _only_task_of(gateway: UiGateway, owner: str) -> str:
-    (task,) = gateway.control(lambda client: client.tasks(owner=owner))
+    """The one task ``owner`` spawns; waits for it, as the owner spawns it in its own turn."""
+    found: list[dict[str, Any]] = []
+
+    def spawned() -> bool:
+        found[:] = gateway.control(lambda client: client.tasks(owner=owner))
+        return bool(found)
+
+    eventually_sync(spawned, what=f"{owner} spawned a task")
+    (task,) = found
     return str(task["id"])
 
 
