@@ -71,16 +71,18 @@ class GroupSignals:
         """Whether no other replica of this member (another gateway on the same
         ``store.schema``) holds its wake-up connection now; True when it cannot tell (this
         connection is lost). Call it when stopping: it gives up this replica's share."""
-        conn = self._listen.conn
-        if conn is None:
-            return True
-        try:
-            await conn.execute(f"SELECT pg_advisory_unlock_shared({_REPLICA_KEY})", self.member)
-            alone = await conn.fetchval(f"SELECT pg_try_advisory_lock({_REPLICA_KEY})", self.member)
-            return bool(alone)
-        except Exception as exc:  # asyncpg's errors, a dropped connection
-            log.debug("group replica check failed: %s", exc)
-            return True
+        async with self._listen.using() as conn:
+            if conn is None:
+                return True
+            try:
+                await conn.execute(f"SELECT pg_advisory_unlock_shared({_REPLICA_KEY})", self.member)
+                alone = await conn.fetchval(
+                    f"SELECT pg_try_advisory_lock({_REPLICA_KEY})", self.member
+                )
+                return bool(alone)
+            except Exception as exc:  # asyncpg's errors, a dropped connection
+                log.debug("group replica check failed: %s", exc)
+                return True
 
     def _receive(self, payload: str) -> None:
         try:

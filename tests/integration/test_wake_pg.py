@@ -128,3 +128,34 @@ async def test_assistants_in_other_schemas_are_not_woken(pg_url: str) -> None:
     finally:
         for w in (home, replica, work, work_peer):
             await w.stop()
+
+
+async def test_lost_connections_come_back(pair: tuple[PgWakeups, PgWakeups], pg_url: str) -> None:
+    import asyncpg  # type: ignore[import-untyped]
+    from sqlalchemy.engine import make_url
+
+    a, b = pair
+    got: list[str] = []
+    b.on("outbound", lambda data, _peer: got.append(data))
+    dsn = make_url(pg_url).set(drivername="postgresql").render_as_string(False)
+    admin = await asyncpg.connect(dsn)
+    try:  # the server drops both listening connections (a restart or a network cut would)
+        killed = await admin.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE pid <> pg_backend_pid() AND datname = current_database()"
+        )  # the test's own fresh database: only a's and b's connections
+        assert killed == 2
+    finally:
+        await admin.close()
+
+    def lost() -> bool:
+        a.announce(("outbound", "probe"))
+        return a.dropped > 0
+
+    await eventually(lost, what="a note dropped while a's connection is down", timeout=20)
+
+    def delivered() -> bool:
+        a.announce(("outbound", "after"))  # dropped until both are back, so say it again
+        return "after" in got
+
+    await eventually(delivered, what="a note after both reconnected", timeout=20)
