@@ -1,6 +1,7 @@
 // familiar web panel: live parts and forms without reloads. No dependencies.
 // - [data-sse="url"]: an EventSource; event "replace" sets the element's HTML, "append"
-//   appends to it, "close" closes the stream.
+//   appends to it, "close" closes the stream. A redrawn part keeps the reader's place:
+//   the steps they opened stay open and the control they had focused keeps the focus.
 // - form[data-async]: submitted with fetch (CSRF header from <meta name="csrf-token">);
 //   the answer replaces the content of #<data-target>, or the page reloads.
 // - form[data-confirm="question"]: asks before submitting.
@@ -13,6 +14,36 @@
 
   var streams = new WeakMap();
 
+  // A control is found again after a redraw by what it is, says and points to; a step
+  // (<details>) and its summary by their position, as their text changes while they run.
+  function keyOf(el, node) {
+    if (node.tagName === "DETAILS" || node.tagName === "SUMMARY") {
+      var details = node.tagName === "DETAILS" ? node : node.parentElement;
+      return node.tagName + "#" + Array.prototype.indexOf.call(el.querySelectorAll("details"), details);
+    }
+    var attrs = ["id", "name", "value", "href", "aria-label", "data-task"].map(function (a) {
+      return node.getAttribute(a) || "";
+    });
+    return [node.tagName].concat(attrs, [node.textContent.trim()]).join("\u0000");
+  }
+
+  function redraw(el, html) {
+    var focused = document.activeElement;
+    var focusKey = focused && focused !== el && el.contains(focused) ? keyOf(el, focused) : null;
+    var open = Array.prototype.map.call(el.querySelectorAll("details[open]"), function (d) {
+      return keyOf(el, d);
+    });
+    el.innerHTML = html;
+    el.querySelectorAll("details").forEach(function (d) {
+      if (open.indexOf(keyOf(el, d)) >= 0) d.open = true;
+    });
+    if (!focusKey) return;
+    var again = Array.prototype.find.call(el.querySelectorAll(focused.tagName), function (n) {
+      return keyOf(el, n) === focusKey;
+    });
+    if (again) again.focus({ preventScroll: true });
+  }
+
   function connect(root) {
     var found = root.querySelectorAll ? root.querySelectorAll("[data-sse]") : [];
     var all = Array.prototype.slice.call(found);
@@ -22,7 +53,7 @@
       var source = new EventSource(el.getAttribute("data-sse"));
       streams.set(el, source);
       source.addEventListener("replace", function (event) {
-        el.innerHTML = event.data;
+        redraw(el, event.data);
         connect(el);
         el.dispatchEvent(new CustomEvent("familiar:updated", { bubbles: true }));
       });

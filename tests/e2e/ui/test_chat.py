@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.ui.conftest import UiGateway
-from tests.fakes.fake_openai import Text
+from tests.fakes.fake_openai import Text, ToolCalls
 from tests.waiting import eventually_sync
 
 pytestmark = pytest.mark.slow
@@ -85,6 +85,35 @@ def test_chat_streams_the_reply_and_shows_tool_steps(
     _send(page, "/help")
     asked = page.locator("#transcript .turn").filter(has_text="/help")
     expect(asked.locator(".msg.assistant pre")).to_contain_text("/stop")
+
+
+def test_a_step_opened_while_the_reply_streams_stays_open_and_focused(
+    gateway: UiGateway, page: Page, login: Callable[[Page], str]
+) -> None:
+    login(page)
+    page.goto(gateway.url("/ui/chat?s=keep-place"))
+    slow = "The files, one by one, " + "and then some more " * 6
+    gateway.fake.script(
+        ToolCalls((("list_dir", {"path": "."}),)), Text(slow, chunk_chars=4, chunk_delay=0.1)
+    )
+    _send(page, "List the files slowly")
+    turn = page.locator("#transcript .turn").filter(has_text="List the files slowly")
+    step = turn.locator('details.step[data-kind="tool"]')
+    streaming = turn.locator('[data-state="streaming"] .md')
+    expect(streaming).to_be_visible()
+    step.locator("summary").focus()
+    page.keyboard.press("Enter")  # opened from the keyboard
+    expect(step.locator("pre").first).to_contain_text('"path": "."')
+    shown = len(streaming.inner_text())
+    eventually_sync(
+        lambda: len(turn.locator(".md").first.inner_text()) > shown + 8,
+        what="the reply went on streaming (the part was redrawn) after the step was opened",
+    )
+    expect(turn.locator('[data-state="done"]')).to_contain_text(
+        "and then some more", timeout=20_000
+    )
+    assert step.get_attribute("open") is not None
+    expect(step.locator("summary")).to_be_focused()
 
 
 def test_sessions_lists_filters_and_shows_history(

@@ -152,8 +152,11 @@ def test_background_subagent_goes_from_running_to_completed_live(
     expect(trees.get_by_role("heading", name=PARENT)).to_be_visible()
     shot(page, "tasks-running")
 
+    link = nested.get_by_role("link", name=grandchild)
+    link.focus()  # a keyboard user on the tree keeps their place when it is redrawn
     gates.release("count the files")
     expect(nested).to_have_attribute("data-status", "completed")
+    expect(link).to_be_focused()
     expect(node).to_have_attribute("data-status", "completed")
     expect(node.locator(".status").first).to_have_text("completed")
     expect(nested.locator(".progress")).to_contain_text("1 turn, 1 tool call")
