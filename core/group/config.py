@@ -51,8 +51,8 @@ class GroupConfig(BaseModel):
     share: list[Shareable] = Field(default_factory=lambda: list(SHAREABLE))
     """Which capabilities to announce: ``tools``, ``agents``, ``skills``, ``channels``."""
     retention_days: float = Field(default=30.0, gt=0, le=3650.0)
-    """Days the group timeline keeps its entries (older ones are deleted by the
-    members' heartbeats)."""
+    """Days the group timeline keeps its entries, and the roster a member that left or
+    went silent (older ones are deleted by the members' heartbeats)."""
 
     @field_validator("name")
     @classmethod

@@ -234,6 +234,22 @@ class Roster:
 
         return await self.store.transact(job)
 
+    async def forget_departed(self, retention_days: float) -> list[str]:
+        """Delete the entries of members that left or went silent more than
+        ``retention_days`` ago (the timeline's history of them goes at the same age)."""
+        table = group_members
+        cutoff = sa.func.now() - sa.literal(timedelta(days=retention_days))
+        statement = (
+            sa.delete(table)
+            .where(table.c.state.in_(("left", "gone")), table.c.last_heartbeat < cutoff)
+            .returning(table.c.name)
+        )
+
+        def job(conn: sa.Connection) -> list[str]:
+            return sorted(conn.execute(statement).scalars())
+
+        return await self.store.write_one(job)
+
 
 def _capabilities(raw: object) -> dict[str, list[str]]:
     """A row's capabilities as names; parts of another shape (a member of another

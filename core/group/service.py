@@ -117,13 +117,16 @@ class GroupService:
         return False
 
     async def beat(self, snapshot: Snapshot | None = None) -> None:
-        """One heartbeat: announce, record silent peers, prune the timeline."""
+        """One heartbeat: announce, record silent peers, prune the timeline and the
+        roster past their retention."""
         await self._announce(snapshot or await self._snapshot(), starting=False)
         expired = await self.roster.expire_stale()
         for name in expired:
             log.info("group member expired name=%s", name)
             await self._notify("group.expired", member=name)
         await self.timeline.prune(self.config.retention_days)
+        for name in await self.roster.forget_departed(self.config.retention_days):
+            log.info("group member forgotten name=%s", name)
 
     async def stop(self) -> None:
         """Leave (a graceful stop): ``group.left`` unless another replica of this

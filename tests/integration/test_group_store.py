@@ -150,6 +150,14 @@ async def test_roster_joins_updates_leaves_and_one_expiry_per_silence(
     assert await Timeline(stores["home"]).prune(retention_days=0.5) == 3
     assert len(await Timeline(stores["home"]).recent()) == 3
 
+    # A member gone longer than the retention is forgotten; a recent leaver is kept.
+    await _backdate(stores["home"], "group_members", "last_heartbeat", "name = 'home'")
+    assert await work.forget_departed(retention_days=0.5) == ["home"]
+    assert await work.forget_departed(retention_days=0.5) == []
+    assert [m.name for m in await work.members()] == ["work"]
+    await work.leave("work")
+    assert await work.forget_departed(retention_days=0.5) == []
+
 
 async def test_signals_reach_the_others_not_the_sender_nor_other_targets(pg_url: str) -> None:
     a, b, c = (GroupSignals(pg_url, name) for name in ("a", "b", "c"))
