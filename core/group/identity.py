@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ __all__ = ["IDENTITY_FILES", "CapabilitySources", "identity_excerpt", "take_snap
 IDENTITY_FILES = ("IDENTITY.md", "SOUL.md")
 _LINES = 5
 _CHARS = 600
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+"""An HTML comment, on one line or several, or one never closed (to the end)."""
 
 
 @dataclass(frozen=True)
@@ -39,15 +42,11 @@ def identity_excerpt(workspace: Path) -> str:
                 head = file.read(_CHARS * 4)
         except OSError:
             continue
-        lines = [line.rstrip() for line in head.splitlines() if _shown(line)][:_LINES]
+        shown = _COMMENT.sub("", head)
+        lines = [line.rstrip() for line in shown.splitlines() if line.strip()][:_LINES]
         if lines:
             parts.append("\n".join(lines)[:_CHARS])
     return "\n\n".join(parts)
-
-
-def _shown(line: str) -> bool:
-    text = line.strip()
-    return bool(text) and not (text.startswith("<!--") and text.endswith("-->"))
 
 
 async def take_snapshot(
