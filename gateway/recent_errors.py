@@ -6,6 +6,8 @@ import logging
 from collections import deque
 from typing import Any
 
+from core.logctx import redact
+
 __all__ = ["RecentErrors"]
 
 _KEEP = 50
@@ -14,8 +16,9 @@ _KEEP = 50
 class RecentErrors(logging.Handler):
     """A logging handler that keeps the last warnings and errors of this process.
 
-    Only the message is kept (formatted, one line, at most 500 characters): log lines
-    never carry secrets, so neither does this.
+    Only the message is kept (formatted, one line, at most 500 characters). familiar's
+    own log lines carry no secrets, but a library's warning may quote a URL with a token
+    in it, and the panel shows these lines: credential-like parts are masked.
     """
 
     def __init__(self, keep: int = _KEEP) -> None:
@@ -24,9 +27,10 @@ class RecentErrors(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            message = " ".join(record.getMessage().split())[:500]
+            message = record.getMessage()
         except (TypeError, ValueError):  # a call whose arguments do not fit its format
-            message = str(record.msg)[:500]
+            message = str(record.msg)
+        message = redact(" ".join(message.split()))[:500]
         self._records.append(
             {
                 "ts": record.created,
