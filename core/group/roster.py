@@ -183,19 +183,51 @@ class Roster:
         return await self.store.transact(job)
 
     def _refuse_another_holder(self, row: RowMapping, snapshot: Snapshot) -> None:
-        """Raise when another assistant (another ``store.schema``) holds the name: its
-        row is active. Checked under the row's lock, so two assistants starting together,
-        or one whose heartbeat comes back after another took the name, never share it."""
-        if row["store_schema"] == snapshot.store_schema or row["state"] != "joined":
+        """Raise when the name is another assistant's (another ``store.schema``), active
+        or not: a name stays with its assistant until the roster forgets it, so tasks
+        meant for it, and peers' ``accept_from`` trust in it, never pass to another.
+        Checked under the row's lock, so two assistants starting together, or one whose
+        heartbeat comes back after another took the name, never share it."""
+        if row["store_schema"] == snapshot.store_schema:
             return
-        if self._stale(row["now"], row["last_heartbeat"]):
-            return
+        holder = f"store.schema {row['store_schema'] or '(unset)'} on {row['host']}"
+        name = snapshot.name
+        if row["state"] == "joined" and not self._stale(row["now"], row["last_heartbeat"]):
+            raise ConfigError(
+                f"group.name {name!r} is taken by an active member of another assistant "
+                f"({holder}): choose another group.name",
+                key="group.name",
+            )
+        state = "left" if row["state"] == "left" else "gone"
         raise ConfigError(
-            f"group.name {snapshot.name!r} is taken by an active member of another "
-            f"assistant (store.schema {row['store_schema'] or '(unset)'} on {row['host']}): "
-            "choose another group.name",
+            f"group.name {name!r} belongs to another assistant ({holder}, {state} since "
+            f"{row['last_heartbeat']:%Y-%m-%d %H:%M} UTC): a name stays with its assistant "
+            "until the roster forgets it (group.retention_days after it left); "
+            f"`familiar group forget {name}` frees it now, or choose another group.name",
             key="group.name",
         )
+
+    async def forget(self, name: str) -> Literal["forgotten", "active", "missing"]:
+        """Delete ``name``'s entry so another assistant may take the name, unless the
+        member is active; its timeline history stays."""
+        table = group_members
+
+        def job(conn: sa.Connection) -> Literal["forgotten", "active", "missing"]:
+            query = (
+                sa.select(table.c.state, table.c.last_heartbeat, sa.func.now().label("now"))
+                .where(table.c.name == name)
+                .with_for_update()
+            )
+            row = conn.execute(query).mappings().first()
+            if row is None:
+                return "missing"
+            if row["state"] == "joined" and not self._stale(row["now"], row["last_heartbeat"]):
+                return "active"
+            conn.execute(sa.delete(table).where(table.c.name == name))
+            append_entry(conn, name, "group.forgotten", {"by": "operator"})
+            return "forgotten"
+
+        return await self.store.transact(job)
 
     async def leave(self, name: str) -> bool:
         """Mark ``name`` left (a graceful stop) and append ``group.left`` once."""
@@ -246,9 +278,12 @@ class Roster:
         )
 
         def job(conn: sa.Connection) -> list[str]:
-            return sorted(conn.execute(statement).scalars())
+            forgotten = sorted(conn.execute(statement).scalars())
+            for name in forgotten:
+                append_entry(conn, name, "group.forgotten", {"after_days": retention_days})
+            return forgotten
 
-        return await self.store.write_one(job)
+        return await self.store.transact(job)
 
 
 def _capabilities(raw: object) -> dict[str, list[str]]:

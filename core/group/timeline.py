@@ -13,12 +13,15 @@ from core.store.engine import Store
 
 __all__ = ["TIMELINE_KINDS", "Timeline", "TimelineEntry", "TimelineKind", "append_entry"]
 
-TimelineKind = Literal["group.joined", "group.updated", "group.left", "group.expired"]
+TimelineKind = Literal[
+    "group.joined", "group.updated", "group.left", "group.expired", "group.forgotten"
+]
 TIMELINE_KINDS: tuple[TimelineKind, ...] = (
     "group.joined",
     "group.updated",
     "group.left",
     "group.expired",
+    "group.forgotten",
 )
 
 

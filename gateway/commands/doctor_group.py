@@ -47,11 +47,16 @@ async def group_checks(home: Path, config: FamiliarConfig | None) -> list[GroupC
         ]
     if me["store_schema"] != config.store.search_schema:
         holder = me["store_schema"] or "(default)"
+        way_out = (
+            "choose another group.name"
+            if me["state"] == "active"
+            else f"`familiar group forget {name}` frees it, or choose another group.name"
+        )
         reason = (
             f"the roster's {name} is another assistant's (store.schema {holder} on "
-            f"{me['host']}, {me['state']}): choose another group.name" + others
+            f"{me['host']}, {me['state']}): {way_out}" + others
         )
-        return [GroupCheck(_NAME, me["state"] != "active", reason, warn=True)]
+        return [GroupCheck(_NAME, False, reason)]
     if me["state"] != "active":
         reason = f"{name} is {me['state']} (last heartbeat {me['last_heartbeat']})" + others
         return [GroupCheck(_NAME, True, reason, warn=True)]

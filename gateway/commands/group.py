@@ -1,4 +1,4 @@
-"""``familiar group roster|timeline``: the group as the shared store holds it.
+"""``familiar group roster|timeline|forget``: the group as the shared store holds it.
 
 Read from the store directly (not through the running gateway): it works while this
 gateway is stopped, and shows what every member sees.
@@ -182,11 +182,40 @@ def timeline(limit: int, as_json: bool, home: Path | None) -> None:
     stdout_console().print(table)
 
 
+@group_app.command("forget")
+@click.argument("name")
+@home_option
+def forget(name: str, home: Path | None) -> None:
+    """Delete NAME's roster entry (a member that left or is gone), so that another
+    assistant may take the name; its timeline history stays. The roster does this by
+    itself group.retention_days after a member left."""
+    from core.group.roster import Roster
+
+    home_dir = resolve_home(home)
+    config = _group_config(home_dir)
+
+    async def run(store: Store) -> Rows:
+        roster = Roster(store, expire_after=config.group.expire_after)
+        return [{"outcome": await roster.forget(name)}]
+
+    outcomes = [row["outcome"] for row in _run(_with_store(home_dir, config, run))]
+    if outcomes == ["forgotten"]:
+        click.echo(f"forgot {name}: another assistant may take the name now")
+        return
+    if outcomes == ["active"]:
+        raise fail(f"{name} is active (its heartbeat is recent): stop that gateway first")
+    raise fail(f"no member {name!r} in the roster")
+
+
 def _detail_text(kind: str, detail: dict[str, Any]) -> str:
     if kind == "group.joined":
         return f"{detail.get('description') or ''} (version {detail.get('version')})".strip()
     if kind == "group.expired":
         return f"last heartbeat {detail.get('last_heartbeat')}"
+    if kind == "group.forgotten":
+        if detail.get("by") == "operator":
+            return "by `familiar group forget`"
+        return f"{detail.get('after_days', '?'):g} days after it left"
     parts = []
     for key, value in detail.items():
         if isinstance(value, dict):

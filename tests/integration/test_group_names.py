@@ -1,6 +1,7 @@
-"""A member's name belongs to one assistant while it is active: decided in the roster's
-own transaction, so neither two assistants starting together nor an assistant that
-went quiet for a moment can end up sharing it. Replicas of one assistant share it: the
+"""A member's name belongs to one assistant until the roster forgets it (an operator's
+``familiar group forget``, or retention_days after it left): decided in the roster's own
+transaction, so neither two assistants starting together nor an assistant that went
+quiet for a moment can end up sharing it. Replicas of one assistant share it: the
 member leaves when the last of them stops. A row of another shape breaks no reader."""
 
 from __future__ import annotations
@@ -76,13 +77,19 @@ async def test_a_heartbeat_never_takes_the_name_from_the_assistant_holding_it(
     home, work = (Roster(stores[n], expire_after=60) for n in ("home", "work"))
     await home.ensure_tables()
     assert await home.announce(_snapshot("home"), starting=True) == "group.joined"
-    await home.leave("same")  # home stopped: the name is free
+    await home.leave("same")  # home stopped: the name is still home's
+    with pytest.raises(ConfigError, match=r"belongs to another assistant .*group forget same"):
+        await work.announce(_snapshot("work"), starting=True)
+    assert await work.forget("same") == "forgotten"  # an operator frees it
     assert await work.announce(_snapshot("work"), starting=True) == "group.joined"
+    assert await home.forget("same") == "active"  # an active member is never forgotten
     # a heartbeat of the old holder (a process left running) must not take it back
     with pytest.raises(ConfigError, match="taken by an active member of another assistant"):
         await home.announce(_snapshot("home"))
     assert await _schema_of_row(stores["home"]) == "work"
     await work.leave("same")
+    assert await home.forget("same") == "forgotten"
+    assert await home.forget("same") == "missing"
     assert await home.announce(_snapshot("home"), starting=True) == "group.joined"
     assert await _schema_of_row(stores["home"]) == "home"
 
@@ -135,7 +142,11 @@ async def test_doctor_says_when_the_name_is_another_assistants(
     assert "the roster's same is another assistant's (store.schema home" in check.reason
     await roster.leave("same")
     (check,) = await group_checks(tmp_path, load_config(tmp_path))
-    assert check.ok and check.warn  # free again: this one takes it when it starts
+    assert not check.ok  # still home's: it stays with its assistant until forgotten
+    assert "`familiar group forget same` frees it" in check.reason
+    assert await roster.forget("same") == "forgotten"
+    (check,) = await group_checks(tmp_path, load_config(tmp_path))
+    assert check.ok and check.warn  # free: this one takes it when it starts
 
 
 async def test_a_malformed_row_does_not_break_the_roster(stores: dict[str, Store]) -> None:

@@ -252,6 +252,22 @@ async def test_cli_and_doctor_read_the_roster_without_a_gateway(
     assert check.ok and not check.warn
     assert "home active" in check.reason and "peers: work active" in check.reason
 
+    async def forget(name: str) -> tuple[int, str]:
+        args = ["group", "forget", name, "--home", str(home)]
+        result = await asyncio.to_thread(runner.invoke, app, args)
+        return result.exit_code, result.output
+
+    code, said = await forget("work")
+    assert code == 1 and "work is active" in said
+    await Roster(stores["work"], expire_after=60).leave("work")
+    assert await forget("work") == (0, "forgot work: another assistant may take the name now\n")
+    code, said = await forget("work")
+    assert code == 1 and "no member 'work'" in said
+    names = [m.name for m in await roster.members()]
+    assert names == ["home"]
+    table = await asyncio.to_thread(runner.invoke, app, ["group", "timeline", "--home", str(home)])
+    assert "group.forgotten" in table.output and "by `familiar group forget`" in table.output
+
 
 async def test_the_cli_refuses_a_sqlite_home(tmp_path: Path) -> None:
     result = await asyncio.to_thread(
