@@ -199,6 +199,17 @@ class Fingerprint:
         sha = digest(path) if content is None else hashlib.sha256(content).hexdigest()
         return cls(sha, tuple(sorted((str(p), digest(p)) for p in set(named))))
 
+    @property
+    def whole(self) -> str:
+        """One digest of the file and the files it names (the file's own ``sha256`` when
+        it names none): what an operator reviews before trusting it."""
+        if not self.named:
+            return self.sha256
+        whole = hashlib.sha256(self.sha256.encode())
+        for path, named_digest in self.named:
+            whole.update(f"\0{path}\0{named_digest}".encode())
+        return whole.hexdigest()
+
 
 @dataclass(frozen=True, slots=True)
 class TrustCheck:

@@ -4,8 +4,10 @@ its trust action (registered on the control app by `gateway.serve`).
 ``GET /v1/system``: hooks (loaded commands by event, files, problems), agents (as
 ``familiar agents list --json``), skills, the workspace's hook and MCP files with their
 trust state (as ``familiar trust --json``) and this process's recent warnings and
-errors. ``POST /v1/trust/allow`` ``{"path": ...}`` trusts one of those files with its
-current content (as ``familiar trust allow``).
+errors. ``POST /v1/trust/allow`` ``{"path": ..., "fingerprint": ...}`` trusts one of those
+files with its current content (as ``familiar trust allow``), and, given the
+``fingerprint`` the listing showed, only if the file and the files it runs still have
+it (409 if not).
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class TrustAllowRequest(BaseModel):
 
     path: str
     """A control file's path exactly as ``GET /v1/system`` lists it (``trust.files``)."""
+    fingerprint: str | None = None
+    """The fingerprint the listing showed (of the file and the files it runs): what the
+    operator reviewed. A file changed since then is not trusted."""
 
 
 def add_system_routes(
@@ -70,11 +75,18 @@ def add_system_routes(
         except ValidationError as exc:
             return error(400, validation_message(exc))
         try:
-            trusted = await asyncio.to_thread(_allow, home, config, body.path)
+            trusted = await asyncio.to_thread(_allow, home, config, body.path, body.fingerprint)
         except ConfigError as exc:
             return error(400, str(exc))
         if trusted is None:
             return error(404, f"{body.path} is not a hook or MCP file of the workspace")
+        if "changed" in trusted:
+            log.warning("workspace file not trusted: changed since shown path=%s", body.path)
+            return error(
+                409,
+                f"{body.path} (or a file it runs) changed since it was shown: "
+                "nothing was trusted; review it again",
+            )
         log.info("workspace file trusted path=%s", body.path)
         return web.json_response(trusted)
 
@@ -118,10 +130,14 @@ async def _hooks(core: CoreApp) -> dict[str, Any]:
     }
 
 
-def _allow(home: Path, config: FamiliarConfig, given: str) -> dict[str, Any] | None:
+def _allow(
+    home: Path, config: FamiliarConfig, given: str, expected: str | None
+) -> dict[str, Any] | None:
     control = workspace_control(home, config)
     found = next((f for f in control.files if str(f.check.path) == given), None)
     if found is None:
         return None
+    if expected is not None and found.check.fingerprint.whole != expected:
+        return {"changed": given, "fingerprint": found.check.fingerprint.whole}
     control.trust.allow([found.check])
-    return {"trusted": given, "sha256": found.check.fingerprint.sha256}
+    return {"trusted": given, "fingerprint": found.check.fingerprint.whole}

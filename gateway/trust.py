@@ -53,6 +53,7 @@ class ControlFile:
             "state": self.check.state.value,
             "named": list(self.check.named),
             "changed": list(self.check.changed),
+            "fingerprint": self.check.fingerprint.whole,
             "allow": allow_command(home, self.check.path),
         }
 

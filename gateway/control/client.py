@@ -156,10 +156,14 @@ class ControlClient:
         """``GET /v1/system``: hooks, agents, skills, workspace trust, recent errors."""
         return await self._json("GET", "/v1/system")
 
-    async def trust_allow(self, path: str) -> dict[str, Any]:
+    async def trust_allow(self, path: str, fingerprint: str | None = None) -> dict[str, Any]:
         """``POST /v1/trust/allow``: trust a workspace hook or MCP file (as listed by
-        `system`) with its current content."""
-        return await self._json("POST", "/v1/trust/allow", body={"path": path})
+        `system`) with its current content; given the ``fingerprint`` the listing showed,
+        only if that is still its fingerprint."""
+        body: dict[str, Any] = {"path": path}
+        if fingerprint is not None:
+            body["fingerprint"] = fingerprint
+        return await self._json("POST", "/v1/trust/allow", body=body)
 
     async def message(self, message_id: str) -> dict[str, Any]:
         """``GET /v1/messages/{id}``: the status of one message and its reply, if any."""

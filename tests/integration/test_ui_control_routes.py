@@ -69,10 +69,20 @@ async def test_system_report_and_trusting_a_workspace_file(tmp_path: Path) -> No
         before = await client.system()
         with pytest.raises(ControlError) as unknown:
             await client.trust_allow(str(tmp_path / "workspace" / "AGENTS.md"))
-        trusted = await client.trust_allow(str(planted))
+        (listed,) = before["trust"]["files"]
+        planted.write_text(planted.read_text() + "\n")  # changed after it was listed
+        with pytest.raises(ControlError, match="changed since it was shown") as stale:
+            await client.trust_allow(str(planted), listed["fingerprint"])
+        unchanged = await client.system()
+        trusted = await client.trust_allow(
+            str(planted), unchanged["trust"]["files"][0]["fingerprint"]
+        )
         after = await client.system()
 
     assert unknown.value.status == 404
+    assert stale.value.status == 409
+    assert [f["state"] for f in unchanged["trust"]["files"]] == ["untrusted"]
+    assert unchanged["trust"]["files"][0]["fingerprint"] != listed["fingerprint"]
     assert "general-purpose" in [a["id"] for a in before["agents"]]
     assert before["skills"]["enabled"] is True
     assert [(f["path"], f["state"]) for f in before["trust"]["files"]] == [

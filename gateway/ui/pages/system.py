@@ -96,11 +96,11 @@ class _SystemPage:
 
     async def trust(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
-        path = form.get("path")
-        if not isinstance(path, str) or not path:
-            return web.Response(status=400, text="path is required")
+        path, fingerprint = form.get("path"), form.get("fingerprint")
+        if not (isinstance(path, str) and path and isinstance(fingerprint, str) and fingerprint):
+            return web.Response(status=400, text="path and fingerprint are required")
         async with self._ui.client() as client:
-            await client.trust_allow(path)
+            await client.trust_allow(path, fingerprint)
             system = await client.system()
         fragment = render(request, "system/_trust.html", trust=system["trust"], trusted=path)
         return after_action(request, redirect="/ui/system#trust", fragment=fragment)

@@ -91,11 +91,20 @@ def test_system_page_lists_processes_servers_and_trusts_a_file(
         dialog.accept()
 
     page.on("dialog", accept)
+    # The script the hook runs changes after the page showed it: what the operator
+    # reviewed is not what would run, so nothing is trusted.
+    (gateway.home / "workspace" / "hook.sh").write_text("echo something else\n")
+    row.get_by_role("button", name="Trust this file").click()
+    expect(row.locator("[data-error]")).to_contain_text("changed since it was shown")
+    assert trust_state(gateway, planted) == "untrusted"
+
+    page.reload()
+    row = page.locator(f'#trust tr[data-file="{planted}"]')
     row.get_by_role("button", name="Trust this file").click()
     expect(page.locator("#trust [role=status]")).to_contain_text(f"Trusted {planted}")
     expect(page.locator(f'#trust tr[data-file="{planted}"]')).to_contain_text("trusted")
     assert trust_state(gateway, planted) == "trusted"
-    assert asked and str(planted) in asked[0]
+    assert len(asked) == 2 and str(planted) in asked[1] and "fingerprint" in asked[1]
 
 
 def test_processes_stream_live(
