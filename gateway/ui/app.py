@@ -135,7 +135,7 @@ def _login(auth: UiAuth) -> Handler:
             path="/ui",
             httponly=True,
             samesite="Strict",
-            secure=request.secure,
+            secure=request.secure or auth.secure_cookie,
             max_age=int(auth.session_seconds),
         )
         if response is redirect:

@@ -68,12 +68,28 @@ class UiAuth:
         """``http://host:port`` where ``/ui`` is served (None until HTTP listens)."""
 
     def listening_on(self, host: str, port: int) -> None:
-        """Record where the HTTP server listens, for the login URLs."""
+        """Record where the HTTP server listens, for the login URLs (``[ui] public_url``
+        instead, when set)."""
+        if self._config.public_url is not None:
+            self.base_url = self._config.public_url
+            return
         if host in ("", "0.0.0.0", "::"):  # every address: loopback is one of them
             host = "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
         self.base_url = f"http://{host}:{port}"
+
+    def origin_ok(self, origin: str | None, reached: str) -> bool:
+        """Whether a state-changing request's ``Origin`` is the panel's: none or ``null``
+        (form posts under ``Referrer-Policy: no-referrer``), ``reached`` (the scheme and
+        host the request came in with), or ``[ui] public_url``."""
+        return origin in (None, "null", reached) or origin == self._config.public_url
+
+    @property
+    def secure_cookie(self) -> bool:
+        """The panel is reached over TLS through a proxy (``public_url`` is https)."""
+        url = self._config.public_url
+        return url is not None and url.startswith("https://")
 
     def issue(self, operator: str) -> str:
         """A new single-use login token for ``operator``.

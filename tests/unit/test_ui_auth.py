@@ -99,3 +99,40 @@ def test_login_urls_name_a_reachable_address(auth: UiAuth) -> None:
     assert auth.base_url == "http://[::1]:8788"
     auth.listening_on("192.0.2.7", 80)
     assert auth.base_url == "http://192.0.2.7:80"
+
+
+def test_behind_a_tls_proxy_the_public_url_is_the_panels_origin() -> None:
+    direct = UiAuth(UiConfig())
+    direct.listening_on("0.0.0.0", 8787)
+    assert direct.base_url == "http://127.0.0.1:8787"
+    assert direct.origin_ok(None, "http://127.0.0.1:8787")
+    assert direct.origin_ok("null", "http://127.0.0.1:8787")
+    assert direct.origin_ok("http://127.0.0.1:8787", "http://127.0.0.1:8787")
+    assert not direct.origin_ok("https://panel.example.com", "http://127.0.0.1:8787")
+    assert not direct.secure_cookie
+
+    proxied = UiAuth(UiConfig(public_url="https://panel.example.com/"))
+    proxied.listening_on("127.0.0.1", 8787)
+    assert proxied.base_url == "https://panel.example.com"  # login URLs point there
+    assert proxied.origin_ok("https://panel.example.com", "http://127.0.0.1:8787")
+    assert proxied.origin_ok("http://127.0.0.1:8787", "http://127.0.0.1:8787")
+    assert not proxied.origin_ok("https://evil.example", "http://127.0.0.1:8787")
+    assert not proxied.origin_ok("http://panel.example.com", "http://127.0.0.1:8787")
+    assert proxied.secure_cookie
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "panel.example.com",
+        "ftp://panel.example.com",
+        "https://panel.example.com/ui",
+        "https://panel.example.com/?a=1",
+        "https://user:pw@panel.example.com",
+        "https://",
+    ],
+)
+def test_a_public_url_is_an_origin_or_refused(given: str) -> None:
+    with pytest.raises(ValueError, match="is not a panel address"):
+        UiConfig(public_url=given)
+    assert UiConfig(public_url="http://10.0.0.5:8443").public_url == "http://10.0.0.5:8443"
