@@ -50,6 +50,10 @@ class GroupConfig(BaseModel):
     """Names of the members whose delegated tasks this assistant runs (empty: none)."""
     share: list[Shareable] = Field(default_factory=lambda: list(SHAREABLE))
     """Which capabilities to announce: ``tools``, ``agents``, ``skills``, ``channels``."""
+    max_running_per_caller: int = Field(default=4, ge=1, le=1000)
+    """The most delegated tasks of one caller this assistant runs at once; the caller's
+    other tasks wait queued (other callers' are taken meanwhile), so one busy member
+    cannot fill this assistant's workers."""
     retention_days: float = Field(default=30.0, gt=0, le=3650.0)
     """Days the group timeline keeps its entries, and the roster a member that left or
     went silent (older ones are deleted by the members' heartbeats)."""

@@ -67,6 +67,7 @@ class Delegation:
             roster=group.roster,
             name=group.name,
             accept_from=config.accept_from,
+            max_running_per_caller=config.max_running_per_caller,
             lease=config.expire_after,
             renew_every=config.heartbeat,
             retention_days=config.retention_days,

@@ -2,14 +2,16 @@
 
 A task for this member is taken from ``group_tasks`` (woken by the group NOTIFY, or
 found by the next poll). A caller ``accept_from`` does not name is refused, with a
-reason the caller hands back. Any other becomes an ordinary inbound message on this
-assistant's own bus, in the session ``group:<caller>:<id>`` on the ``group`` channel:
-the operator's rules for that channel (``tools.policy.per_channel.group``) bind it, and
-every subagent it starts, like any channel's message; nobody can approve a command
-there. Its final reply lands in the outbox of the ``group`` channel, which this
-service delivers: the answer is written to the task (``done``, or ``failed`` for an
-error reply) before the reply is marked delivered, so a crash in between writes it
-again (a no-op). While tasks run, their leases are renewed every heartbeat.
+reason the caller hands back; a caller with ``max_running_per_caller`` tasks running
+here waits, its further tasks left queued while other callers' are taken. Any other
+becomes an ordinary inbound message on this assistant's own bus, in the session
+``group:<caller>:<id>`` on the ``group`` channel: the operator's rules for that channel
+(``tools.policy.per_channel.group``) bind it, and every subagent it starts, like any
+channel's message; nobody can approve a command there. Its final reply lands in the
+outbox of the ``group`` channel, which this service delivers: the answer is written to
+the task (``done``, or ``failed`` for an error reply) before the reply is marked
+delivered, so a crash in between writes it again (a no-op). While tasks run, their
+leases are renewed every heartbeat.
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ class PeerTaskService:
             name as this assistant's: same ``store.schema``).
         name: this member's name.
         accept_from: the members whose tasks run here (``group.accept_from``).
+        max_running_per_caller: the most tasks of one caller running here at once
+            (``group.max_running_per_caller``).
         lease: seconds a task's lease lasts without renewal (``group.expire_after``).
         renew_every: seconds between renewals (``group.heartbeat``).
         retention_days: ended tasks sent here or from here are deleted after that many
@@ -107,6 +111,7 @@ class PeerTaskService:
         roster: Roster,
         name: str,
         accept_from: Collection[str],
+        max_running_per_caller: int,
         lease: float,
         renew_every: float,
         retention_days: float,
@@ -120,6 +125,7 @@ class PeerTaskService:
         self._name_ours: bool | None = None
         self.name = name
         self._accept = frozenset(accept_from)
+        self._max_running = max_running_per_caller
         self._lease = lease
         self._renew_every = renew_every
         self._retention_days = retention_days
@@ -164,8 +170,10 @@ class PeerTaskService:
 
         None is taken while the roster does not show the name as this assistant's
         (another assistant holds it, or this one has not announced itself yet): a task
-        sent to another assistant of the same name is never run here."""
-        queued = await self._tasks.queued_for(self.name)
+        sent to another assistant of the same name is never run here. Nor is one of a
+        caller already running ``max_running_per_caller`` tasks here: it stays queued."""
+        running = await self._tasks.running_by_caller(self.name)
+        queued = await self._tasks.queued_for(self.name, skip_callers=self._full(running))
         if not queued:
             return 0
         member = await self._roster.member(self.name)
@@ -181,13 +189,28 @@ class PeerTaskService:
             self._name_ours = False
             return 0
         self._name_ours = True
-        for task in queued:
-            await self.take(task)
-        return len(queued)
+        handled = 0
+        while queued:
+            waiting = False
+            for task in queued:
+                if running.get(task.caller, 0) >= self._max_running and task.caller in self._accept:
+                    waiting = True  # until one of that caller's running tasks ends
+                    continue
+                if await self.take(task):
+                    running[task.caller] = running.get(task.caller, 0) + 1
+                handled += 1
+            # A caller that filled up during this look may hide others' tasks past it.
+            more = await self._tasks.queued_for(self.name, skip_callers=self._full(running))
+            queued = more if waiting else []
+        return handled
 
-    async def take(self, task: GroupTask) -> None:
+    def _full(self, running: dict[str, int]) -> set[str]:
+        return {caller for caller, count in running.items() if count >= self._max_running}
+
+    async def take(self, task: GroupTask) -> bool:
         """Refuse the task, or put it on the bus and mark it running (publish first: a
-        crash in between publishes again, and the bus drops the repeat)."""
+        crash in between publishes again, and the bus drops the repeat); whether it
+        runs now."""
         session = group_session_key(task.caller, task.id)
         why = self._refusal(task)
         if why is not None:
@@ -195,7 +218,7 @@ class PeerTaskService:
             if await self._tasks.change(task, refused, when=("queued",), by=self.name):
                 await self._note(session, SessionError(error=why, kind="GroupTaskRefused"))
                 log.info("group task refused id=%s from=%s", task.id, task.caller)
-            return
+            return False
         await self._bus.publish_inbound(
             InboundMessage(
                 id=_message_id(task.id),
@@ -208,10 +231,12 @@ class PeerTaskService:
             )
         )
         running = {"status": "running"}
-        if await self._tasks.change(
+        if not await self._tasks.change(
             task, running, when=("queued",), by=self.name, lease=self._lease
         ):
-            log.info("group task taken id=%s from=%s mode=%s", task.id, task.caller, task.mode)
+            return False
+        log.info("group task taken id=%s from=%s mode=%s", task.id, task.caller, task.mode)
+        return True
 
     def _refusal(self, task: GroupTask) -> str | None:
         """Why this member does not run ``task`` (checked here, whatever the caller

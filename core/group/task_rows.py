@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -111,16 +111,33 @@ class GroupTasks:
             rows = (await conn.execute(query)).all()
         return {row.id: GroupTask.of(row) for row in rows}
 
-    async def queued_for(self, peer: str, *, limit: int = 50) -> list[GroupTask]:
+    async def queued_for(
+        self, peer: str, *, skip_callers: Collection[str] = (), limit: int = 50
+    ) -> list[GroupTask]:
+        """The oldest tasks queued for ``peer``, but none of ``skip_callers``' (so the
+        tasks of callers that may not start more now never hide the others')."""
         query = (
             select(group_tasks, _expired())
             .where(group_tasks.c.peer == peer, group_tasks.c.status == "queued")
             .order_by(group_tasks.c.created_at)
             .limit(limit)
         )
+        if skip_callers:
+            query = query.where(group_tasks.c.caller.not_in(list(skip_callers)))
         async with self._store.read() as conn:
             rows = (await conn.execute(query)).all()
         return [GroupTask.of(row) for row in rows]
+
+    async def running_by_caller(self, peer: str) -> dict[str, int]:
+        """How many tasks each caller has running on ``peer``."""
+        query = (
+            select(group_tasks.c.caller, func.count())
+            .where(group_tasks.c.peer == peer, group_tasks.c.status == "running")
+            .group_by(group_tasks.c.caller)
+        )
+        async with self._store.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return {caller: count for caller, count in rows}
 
     async def change(
         self,

@@ -37,12 +37,14 @@ async def stores(pg_url: str) -> AsyncIterator[dict[str, Store]]:
         yield opened
 
 
-async def _queue(store: Store, task_id: str, status: str = "running") -> None:
-    now = time.time()
+async def _queue(
+    store: Store, task_id: str, status: str = "running", caller: str = "home", age: float = 0.0
+) -> None:
+    now = time.time() - age
     record = {
         "id": task_id,
         "owner_key": "cli:default",
-        "child_key": group_session_key("home", task_id),
+        "child_key": group_session_key(caller, task_id),
         "agent_type": "peer:work",
         "description": "d",
         "prompt": "p",
@@ -55,7 +57,7 @@ async def _queue(store: Store, task_id: str, status: str = "running") -> None:
     }
     row = {
         "id": task_id,
-        "caller": "home",
+        "caller": caller,
         "peer": "work",
         "prompt": "p",
         "mode": "sync",
@@ -71,7 +73,7 @@ async def _queue(store: Store, task_id: str, status: str = "running") -> None:
     await store.transact(job)
 
 
-def _peer(store: Store) -> PeerTaskService:
+def _peer(store: Store, *, max_running: int = 4) -> PeerTaskService:
     return PeerTaskService(
         store=store,
         bus=SqlBus(store=store),
@@ -79,7 +81,8 @@ def _peer(store: Store) -> PeerTaskService:
         tasks=GroupTasks(store=store),
         roster=Roster(store, expire_after=60),
         name="work",
-        accept_from=["home"],
+        accept_from=["home", "lab"],
+        max_running_per_caller=max_running,
         lease=60.0,
         renew_every=30.0,
         retention_days=30.0,
@@ -111,6 +114,7 @@ async def test_tasks_for_a_name_another_assistant_holds_are_left_queued(
     row = await GroupTasks(store=work).get(task_id)
     assert row is not None and row.status == "queued"
     await Roster(home, expire_after=60).leave("work")
+    assert await Roster(home, expire_after=60).forget("work") == "forgotten"
     await Roster(work, expire_after=60).announce(_member("work"), starting=True)
     assert await _peer(work).take_queued() == 1
     row = await GroupTasks(store=work).get(task_id)
@@ -181,3 +185,30 @@ async def test_two_replicas_of_the_peer_take_a_task_once(
     assert [c.message.id for c in claims] == [f"group-{task_id}"]
     row = await GroupTasks(store=work).get(task_id)
     assert row is not None and row.status == "running"
+
+
+async def test_a_busy_caller_waits_its_turn_and_never_hides_the_others(
+    stores: dict[str, Store],
+) -> None:
+    home, work = stores["home"], stores["work"]
+    await Roster(work, expire_after=60).announce(_member("work"), starting=True)
+    flood = [f"{n:016x}" for n in range(1, 61)]  # more than one look takes (50)
+    for n, task_id in enumerate(flood):
+        await _queue(home, task_id, status="queued", age=120 - n)  # older than lab's
+    await _queue(home, "f" * 16, status="queued", caller="lab")
+    tasks = GroupTasks(store=work)
+    peer = _peer(work, max_running=2)
+
+    await peer.take_queued()
+    state = await tasks.many([*flood, "f" * 16])
+    assert [t for t in flood if state[t].status == "running"] == flood[:2]
+    assert state["f" * 16].status == "running"  # lab's task, behind 60 of home's
+    await peer.take_queued()  # home still runs two: nothing more of home's starts
+    state = await tasks.many(flood)
+    assert sum(t.status == "running" for t in state.values()) == 2
+
+    done = {"status": "done", "result": "ok"}
+    assert await tasks.change(state[flood[0]], done, when=("running",), by="work")
+    await peer.take_queued()
+    state = await tasks.many(flood)
+    assert [t for t in flood if state[t].status == "running"] == [flood[1], flood[2]]
