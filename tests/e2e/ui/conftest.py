@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from gateway.control.client import ControlClient, DaemonUnavailable
 from tests.daemon_env import REPO, daemon_env
@@ -54,6 +54,11 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 TIMEOUT = 60.0
+EXPECT_TIMEOUT = 30.0
+"""How long an ``expect`` waits for the page to show something: live parts poll every
+few seconds, and the suite runs on two loaded cores (Playwright's 5 s is too tight).
+A passing ``expect`` returns as soon as it holds."""
+expect.set_options(timeout=EXPECT_TIMEOUT * 1000)
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
 

@@ -109,9 +109,7 @@ def test_a_step_opened_while_the_reply_streams_stays_open_and_focused(
         lambda: len(turn.locator(".md").first.inner_text()) > shown + 8,
         what="the reply went on streaming (the part was redrawn) after the step was opened",
     )
-    expect(turn.locator('[data-state="done"]')).to_contain_text(
-        "and then some more", timeout=20_000
-    )
+    expect(turn.locator('[data-state="done"]')).to_contain_text("and then some more")
     assert step.get_attribute("open") is not None
     expect(step.locator("summary")).to_be_focused()
 
