@@ -123,7 +123,7 @@ def test_an_action_needs_the_sessions_csrf_token(
     page.goto(gateway.url("/ui/system"))
     cookie, csrf = cookie_header(page), csrf_of(page)
     same_origin = gateway.base_url
-    body = {"path": "/nowhere/hooks.json"}
+    body = {"path": "/nowhere/hooks.json", "fingerprint": "0" * 64}
     for headers, form, why in [
         ({}, body, "no token"),
         ({}, {**body, "csrf": "wrong"}, "a wrong token in the form"),
