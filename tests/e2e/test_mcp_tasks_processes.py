@@ -109,7 +109,15 @@ async def test_tasks_questions_cancel_and_restart_across_processes(home: Path) -
         await asyncio.to_thread((state / "go").touch)
         async with running(home) as gw:
             await gw.wait_ready()
-            await eventually(lambda: done(kept["id"], "completed"), timeout=TIMEOUT)
+            try:
+                await eventually(lambda: done(kept["id"], "completed"), timeout=TIMEOUT)
+            except AssertionError:  # say where it stuck: the record and both runs' logs
+                lines = gw.logs().splitlines()
+                mcp = [line for line in lines if "mcp" in line or "stopp" in line]
+                raise AssertionError(
+                    f"the task did not complete after the restart: {await record(gw, kept['id'])}"
+                    "\n" + "\n".join(mcp[-60:])
+                ) from None
             await eventually(
                 lambda: _one(completed_events(gw, "cli:r", kept["id"])), timeout=TIMEOUT
             )
