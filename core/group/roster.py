@@ -113,12 +113,17 @@ class Roster:
         """The members that are active now."""
         return [m for m in await self.members() if m.state == "active"]
 
-    def _member(self, row: RowMapping) -> Member:
-        state: MemberState = "active"
+    def _state(self, row: RowMapping) -> MemberState:
+        """A row's state as shown: a joined member without a recent heartbeat is gone.
+        ``row`` carries the database's ``now``."""
         if row["state"] == "left":
-            state = "left"
-        elif row["state"] == "gone" or self._stale(row["now"], row["last_heartbeat"]):
-            state = "gone"
+            return "left"
+        if row["state"] == "gone" or self._stale(row["now"], row["last_heartbeat"]):
+            return "gone"
+        return "active"
+
+    def _member(self, row: RowMapping) -> Member:
+        state = self._state(row)
         return Member(
             name=row["name"],
             description=row["description"],
@@ -192,13 +197,13 @@ class Roster:
             return
         holder = f"store.schema {row['store_schema'] or '(unset)'} on {row['host']}"
         name = snapshot.name
-        if row["state"] == "joined" and not self._stale(row["now"], row["last_heartbeat"]):
+        state = self._state(row)
+        if state == "active":
             raise ConfigError(
                 f"group.name {name!r} is taken by an active member of another assistant "
                 f"({holder}): choose another group.name",
                 key="group.name",
             )
-        state = "left" if row["state"] == "left" else "gone"
         raise ConfigError(
             f"group.name {name!r} belongs to another assistant ({holder}, {state} since "
             f"{row['last_heartbeat']:%Y-%m-%d %H:%M} UTC): a name stays with its assistant "
@@ -221,7 +226,7 @@ class Roster:
             row = conn.execute(query).mappings().first()
             if row is None:
                 return "missing"
-            if row["state"] == "joined" and not self._stale(row["now"], row["last_heartbeat"]):
+            if self._state(row) == "active":
                 return "active"
             conn.execute(sa.delete(table).where(table.c.name == name))
             append_entry(conn, name, "group.forgotten", {"by": "operator"})
