@@ -112,6 +112,8 @@ bench: $(DEV_STAMP)
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_teams
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_subagents
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_orchestration
+	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_group
+	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_ui
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_processes
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_footprint
 	cd $(ROOT) && $(BIN)/python -m tests.bench.bench_channel_processes

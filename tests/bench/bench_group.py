@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import fresh_pg_database
 from tests.e2e.group.rig import GroupDb, member, write_member_config
 from tests.e2e.test_daemon_process import BASE, Daemon
@@ -285,4 +287,7 @@ if __name__ == "__main__":
     parser.add_argument("--max-load", type=float, default=1.5, help="wait for a lower load")
     args = parser.parse_args()
     print(f"group mode: home and work on PostgreSQL, {args.spawns} sync spawns of each kind")
-    asyncio.run(run(args.spawns, args.latency_ms, args.joins, args.max_load))
+    try:
+        asyncio.run(run(args.spawns, args.latency_ms, args.joins, args.max_load))
+    except pytest.skip.Exception as skipped:  # no PostgreSQL here: nothing to measure
+        print(f"skipped: {skipped.msg}")
