@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import NamedTuple
 
 from core.errors import StoreError
 from core.memory.vectors import (
@@ -21,47 +20,41 @@ from core.memory.vectors import (
 )
 from core.store.engine import Store
 from core.store.sqlite_file import sqlite_path
+from gateway.commands.doctor_check import Check
 from gateway.config import FamiliarConfig, store_url
 
-__all__ = ["MemoryCheck", "memory_checks"]
+__all__ = ["memory_checks"]
 
 _NAME = "memory vector search"
 
 
-class MemoryCheck(NamedTuple):
-    name: str
-    ok: bool
-    reason: str
-    warn: bool = False
-
-
-async def memory_checks(home: Path, config: FamiliarConfig | None) -> list[MemoryCheck]:
+async def memory_checks(home: Path, config: FamiliarConfig | None) -> list[Check]:
     """The semantic recall check (none when the config is invalid)."""
     if config is None:
         return []
     embeddings = config.memory.embeddings
     if not embeddings.enabled:
-        return [MemoryCheck(_NAME, True, "off ([memory.embeddings] enabled = false): full text")]
+        return [Check(_NAME, True, "off ([memory.embeddings] enabled = false): full text")]
     fallback: Backend = "python" if embeddings.scan_limit > 0 else "none"
     url = store_url(home, config)
     if sqlite_path(url) is not None:
         problem = await asyncio.to_thread(sqlite_vec_problem)
         if problem is None:
-            return [MemoryCheck(_NAME, True, describe("sqlite-vec", "", embeddings.scan_limit))]
+            return [Check(_NAME, True, describe("sqlite-vec", "", embeddings.scan_limit))]
         reason = describe(fallback, f"sqlite-vec unavailable: {problem}", embeddings.scan_limit)
-        return [MemoryCheck(_NAME, True, reason, warn=True)]
+        return [Check(_NAME, True, reason, warn=True)]
     store = Store(url=url, config=config.store)
     try:
         await store.open(migrate=False)
         async with store.read() as conn:
             state = await pgvector_state(conn)
     except (StoreError, OSError, ImportError) as exc:
-        return [MemoryCheck(_NAME, False, f"cannot probe the store: {exc}")]
+        return [Check(_NAME, False, f"cannot probe the store: {exc}")]
     finally:
         await store.close()
     if state == "missing":
         reason = describe(
             fallback, f"pgvector unavailable: {PGVECTOR_STATES[state]}", embeddings.scan_limit
         )
-        return [MemoryCheck(_NAME, True, reason, warn=True)]
-    return [MemoryCheck(_NAME, True, describe("pgvector", PGVECTOR_STATES[state], 0))]
+        return [Check(_NAME, True, reason, warn=True)]
+    return [Check(_NAME, True, describe("pgvector", PGVECTOR_STATES[state], 0))]

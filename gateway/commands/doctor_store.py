@@ -9,30 +9,24 @@ from __future__ import annotations
 import asyncio
 import stat
 from pathlib import Path
-from typing import NamedTuple
 
 from core.errors import StoreError
 from core.store.condition import FULL_BELOW
 from core.store.engine import Store
 from core.store.faults import free_bytes
 from core.store.sqlite_file import quick_check, sqlite_path
+from gateway.commands.doctor_check import Check
 from gateway.config import FamiliarConfig, store_url
 from gateway.init import RUN_DIR
 from gateway.masking import mask_url
 
-__all__ = ["StoreCheck", "store_checks"]
+__all__ = ["store_checks"]
 
 _NAME = "store healthy"
 _LOCK = "gateway.lock"  # left behind by every gateway that ran on the home
 
 
-class StoreCheck(NamedTuple):
-    name: str
-    ok: bool
-    reason: str
-
-
-async def store_checks(home: Path, config: FamiliarConfig | None) -> list[StoreCheck]:
+async def store_checks(home: Path, config: FamiliarConfig | None) -> list[Check]:
     """The store's checks (none when the config is invalid: that check already failed)."""
     if config is None:
         return []
@@ -43,36 +37,36 @@ async def store_checks(home: Path, config: FamiliarConfig | None) -> list[StoreC
     return [await _server_check(url, config)]
 
 
-def _sqlite_checks(home: Path, path: Path) -> list[StoreCheck]:
+def _sqlite_checks(home: Path, path: Path) -> list[Check]:
     if not path.exists():
         if (home / RUN_DIR / _LOCK).exists():
             reason = (
                 f"{path} is missing, but a gateway has run on this home: the next start "
                 "creates an empty database; restore it from a backup (familiar backup) first"
             )
-            return [StoreCheck(_NAME, False, reason)]
-        return [StoreCheck(_NAME, True, f"{path} not created yet (the gateway creates it)")]
+            return [Check(_NAME, False, reason)]
+        return [Check(_NAME, True, f"{path} not created yet (the gateway creates it)")]
     if not path.is_file():
-        return [StoreCheck(_NAME, False, f"{path} is not a file: move it away")]
+        return [Check(_NAME, False, f"{path} is not a file: move it away")]
     problem = quick_check(path, read_only=True)
-    health = StoreCheck(_NAME, problem is None, f"{path} {problem or 'passes quick_check'}")
+    health = Check(_NAME, problem is None, f"{path} {problem or 'passes quick_check'}")
     return [health, _private_check(path), _space_check(path)]
 
 
-def _space_check(path: Path) -> StoreCheck:
+def _space_check(path: Path) -> Check:
     """Room on the database's disk: a full disk makes the gateway refuse new messages."""
     name = "store disk space"
     try:
         free = free_bytes(path.parent)
     except OSError as exc:
-        return StoreCheck(name, False, f"cannot check {path.parent}: {exc.strerror}")
+        return Check(name, False, f"cannot check {path.parent}: {exc.strerror}")
     where = f"{free / 2**20:.1f} MiB free on the disk of {path.parent}"
     if free < FULL_BELOW:
-        return StoreCheck(name, False, f"{where}: the disk is full; new messages are refused")
-    return StoreCheck(name, True, where)
+        return Check(name, False, f"{where}: the disk is full; new messages are refused")
+    return Check(name, True, where)
 
 
-def _private_check(path: Path) -> StoreCheck:
+def _private_check(path: Path) -> Check:
     name = "store files private"
     loose = []
     for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
@@ -84,17 +78,17 @@ def _private_check(path: Path) -> StoreCheck:
             loose.append(f"{candidate.name} {mode:04o}")
     if loose:
         reason = f"readable by others: {', '.join(loose)} (the gateway tightens them at start)"
-        return StoreCheck(name, False, reason)
-    return StoreCheck(name, True, "owner only (0600)")
+        return Check(name, False, reason)
+    return Check(name, True, "owner only (0600)")
 
 
-async def _server_check(url: str, config: FamiliarConfig) -> StoreCheck:
+async def _server_check(url: str, config: FamiliarConfig) -> Check:
     store = Store(url=url, config=config.store)
     try:
         await store.open(migrate=False)
         status = await store.health.check()
     except (StoreError, OSError, ImportError) as exc:
-        return StoreCheck(_NAME, False, f"{mask_url(url)}: {exc}")
+        return Check(_NAME, False, f"{mask_url(url)}: {exc}")
     finally:
         await store.close()
-    return StoreCheck(_NAME, status.ok, f"{mask_url(url)}: {status.detail}")
+    return Check(_NAME, status.ok, f"{mask_url(url)}: {status.detail}")

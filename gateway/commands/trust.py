@@ -19,6 +19,7 @@ from gateway.commands.common import (
     resolve_home,
     stdout_console,
 )
+from gateway.commands.doctor_check import Check
 from gateway.config import load_config
 from gateway.trust import ControlFile, WorkspaceControl, allow_command, workspace_control
 
@@ -158,14 +159,15 @@ def revoke(ctx: click.Context, paths: tuple[str, ...], home: Path | None) -> Non
         click.echo(f"revoked {path}")
 
 
-def trust_checks(home: Path) -> list[tuple[str, bool, str, bool]]:
+def trust_checks(home: Path) -> list[Check]:
     """``doctor``'s checks: one warning per ignored file, naming the command that trusts it."""
     try:
         control = workspace_control(home, load_config(home))
     except ConfigError:
         return []  # the config check reports it
     if not control.ignored:
-        return [("workspace hook and MCP files", True, f"{len(control.files)} trusted", False)]
+        return [Check("workspace hook and MCP files", True, f"{len(control.files)} trusted")]
     return [
-        (f"workspace {f.kind} file", True, _why(f, home, control), True) for f in control.ignored
+        Check(f"workspace {f.kind} file", True, _why(f, home, control), warn=True)
+        for f in control.ignored
     ]

@@ -7,19 +7,14 @@ Both read the gateway's status (``undelivered``: per channel, ``count``, ``oldes
 from __future__ import annotations
 
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 from gateway.commands.common import duration
+from gateway.commands.doctor_check import Check
 
-__all__ = ["UndeliveredCheck", "undelivered_checks", "undelivered_rows"]
+__all__ = ["undelivered_checks", "undelivered_rows"]
 
 _CHECK = "replies deliverable"
-
-
-class UndeliveredCheck(NamedTuple):
-    name: str
-    ok: bool
-    reason: str
 
 
 def _describe(item: dict[str, Any], now: float) -> str:
@@ -44,12 +39,12 @@ def undelivered_rows(status: dict[str, Any], now: float | None = None) -> list[t
     return [("undelivered", _describe(item, moment)) for item in _items(status)]
 
 
-def undelivered_checks(status: dict[str, Any], now: float | None = None) -> list[UndeliveredCheck]:
+def undelivered_checks(status: dict[str, Any], now: float | None = None) -> list[Check]:
     """``doctor``'s check: failed while replies wait that no channel delivers."""
     if "undelivered" not in status:
         return []  # a gateway too old to say
     moment = time.time() if now is None else now
     items = _items(status)
     if not items:
-        return [UndeliveredCheck(_CHECK, True, "no reply waits for a channel that is not enabled")]
-    return [UndeliveredCheck(_CHECK, False, "; ".join(_describe(i, moment) for i in items))]
+        return [Check(_CHECK, True, "no reply waits for a channel that is not enabled")]
+    return [Check(_CHECK, False, "; ".join(_describe(i, moment) for i in items))]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gateway.commands.doctor_skills import SkillCheck, skill_checks
+from gateway.commands.doctor_check import Check
+from gateway.commands.doctor_skills import skill_checks
 from gateway.config import load_config
 from tests.unit.test_cli_client import cli
 from tests.unit.test_skills_files import PDF_SKILL, simple, write_skill
@@ -86,7 +87,7 @@ def test_doctor_fails_on_a_skill_that_does_not_load(tmp_path: Path) -> None:
     home = tmp_path / "home"
     files = seed(home)
     checks = skill_checks(home, load_config(home))
-    assert checks[0] == SkillCheck(
+    assert checks[0] == Check(
         "skills",
         True,
         "3 loaded (other-name (skills), pdf-forms (.github/skills), notes ($FAMILIAR_HOME/skills))",
