@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from core.tools.approvals.display import has_hidden
+from core.tools.approvals.display import escaped_if_hidden
 
 __all__ = ["SHOWN_EVENTS", "SHOWN_TURNS", "Step", "Turn", "event_rows", "steps_of", "turns_of"]
 
@@ -59,13 +59,6 @@ class Turn:
 
 def _clip(text: str) -> str:
     return text if len(text) <= _RESULT_CHARS else text[:_RESULT_CHARS] + " …"
-
-
-def _command(value: Any) -> str:
-    """An approval's command as the Approvals page shows it: escaped (a JSON string) when
-    invisible or control characters in it could hide or reorder what runs."""
-    command = str(value or "")
-    return json.dumps(command, ensure_ascii=True) if has_hidden(command) else command
 
 
 def _arguments(value: Any) -> str:
@@ -121,9 +114,9 @@ def steps_of(
                 started.state = "done" if kind == "subagent.completed" else "failed"
         elif kind in ("tool.approval_requested", "tool.approval_decided"):
             approval = str(data.get("approval_id", "?"))
+            command = escaped_if_hidden(str(data.get("command") or ""))
             step = steps.setdefault(
-                f"approval:{approval}",
-                Step("approval", f"approval #{approval}", _command(data.get("command"))),
+                f"approval:{approval}", Step("approval", f"approval #{approval}", command)
             )
             step.result = str(data.get("reason", ""))
             step.state = str(data.get("decision") or "waiting")

@@ -22,6 +22,7 @@ __all__ = [
     "command_reference",
     "command_short",
     "digest_label",
+    "escaped_if_hidden",
     "has_hidden",
 ]
 
@@ -42,6 +43,12 @@ def has_hidden(text: str) -> bool:
         if category[0] == "C" or category in ("Zl", "Zp") or (category == "Zs" and char != " "):
             return True
     return False
+
+
+def escaped_if_hidden(command: str) -> str:
+    """``command`` as a JSON string when invisible or control characters in it could hide
+    or reorder what runs (`has_hidden`); else as it is."""
+    return json.dumps(command, ensure_ascii=True) if has_hidden(command) else command
 
 
 def digest_label(info: ApprovalInfo) -> str:

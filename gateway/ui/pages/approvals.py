@@ -9,7 +9,6 @@ exit code) or why it was refused.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -17,7 +16,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from core.tools.approvals.display import has_hidden
+from core.tools.approvals.display import escaped_if_hidden
 from gateway.control.client import ControlError
 from gateway.ui.polling import push_changes
 from gateway.ui.render import render, render_text, session_of
@@ -55,15 +54,15 @@ class PendingView:
     @classmethod
     def of(cls, row: dict[str, Any]) -> PendingView:
         command = str(row["command"])
-        escaped = has_hidden(command)
+        shown = escaped_if_hidden(command)
         return cls(
             id=str(row["id"]),
             session=str(row["session"]),
             session_href=_session_href(str(row["session"])),
             channel=str(row["channel"]),
             reason=str(row["reason"]),
-            command=json.dumps(command, ensure_ascii=True) if escaped else command,
-            escaped=escaped,
+            command=shown,
+            escaped=shown != command,  # escaping always adds the quotes
             length=len(command),
             digest=str(row.get("command_sha256") or "")[:16],
             intact=bool(row.get("intact")),
@@ -86,9 +85,7 @@ class DecidedView:
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> DecidedView:
-        command = str(row["command"])
-        if has_hidden(command):
-            command = json.dumps(command, ensure_ascii=True)
+        command = escaped_if_hidden(str(row["command"]))
         if len(command) > _SHORT:
             command = command[: _SHORT - 1] + "…"
         decided_at = row.get("decided_at")
