@@ -12,13 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from sqlalchemy import Connection
-
 from core.bus.sql import SqlBus
-from core.event_data import EventPayload, SubagentCompleted, SubagentFailed
-from core.events import Event, EventLog
+from core.events import EventLog
 from core.store.engine import Store
-from core.tasks.handoff import handoff_message
+from core.tasks.outside import OutsideTaskEnd
 from core.tasks.records import PEER_PREFIX, TaskRecord
 from core.tasks.repository import TaskRepository
 from core.tools.subagents_config import SubagentsConfig
@@ -29,8 +26,6 @@ from .task_rows import ACTIVE_STATES, GroupTask, GroupTasks
 __all__ = ["Settler"]
 
 log = logging.getLogger(__name__)
-
-_PREVIEW = 500
 
 
 class Settler:
@@ -47,11 +42,15 @@ class Settler:
         clock: Callable[[], float],
     ) -> None:
         self._store = store
-        self._bus = bus
         self.events = events
         self._tasks = tasks
-        self._config = subagents
-        self._clock = clock
+        self._end = OutsideTaskEnd(
+            store=store,
+            bus=bus,
+            events=events,
+            result_max_chars=subagents.result_max_chars,
+            clock=clock,
+        )
         self.repo = TaskRepository(store=store)
 
     async def check(self, record: TaskRecord) -> tuple[str, str] | None:
@@ -95,49 +94,7 @@ class Settler:
         )
 
     async def _finish(self, record: TaskRecord, status: str, text: str) -> tuple[str, str]:
-        if record.handoff:
-            await self._bus.publish_inbound(
-                handoff_message(
-                    record,
-                    inbound_id=f"{PEER_PREFIX}{record.id}",
-                    status=status,
-                    result=text,
-                    limit=self._config.result_max_chars,
-                )
-            )
-        now = self._clock()
-        ok = status == "completed"
-        values = {
-            "status": "completed" if ok else "failed",
-            "result": text if ok else None,
-            "error": None if ok else text,
-            "turns": record.turns + 1,
-            "updated_at": now,
-            "finished_at": now,
-        }
-        data: EventPayload
-        if ok:
-            data = SubagentCompleted(
-                agent_id=record.id,
-                agent_type=record.agent_type,
-                status=status,
-                result=text[:_PREVIEW],
-            )
-        else:
-            data = SubagentFailed(
-                agent_id=record.id,
-                agent_type=record.agent_type,
-                status=status,
-                error=text[:_PREVIEW],
-            )
-
-        def job(conn: Connection) -> bool:
-            if not TaskRepository.update_in(conn, record.id, values, when={"status": "running"}):
-                return False
-            self.events.add_in(conn, [Event(session_key=record.owner_key, data=data)])
-            return True
-
-        if await self._store.transact(job):
+        if await self._end.end(record, status, text, handoff_id=f"{PEER_PREFIX}{record.id}"):
             log.info(
                 "group task %s id=%s peer=%s owner=%s handoff=%s",
                 status,

@@ -35,12 +35,11 @@ from core.background import BackgroundTask
 from core.bus.owner import make_owner
 from core.bus.sql import SqlBus
 from core.errors import McpRefused, ToolFailed
-from core.event_data import SubagentCompleted, SubagentFailed
 from core.events import EventLog
 from core.messages import Delivery
 from core.store.engine import Store
 from core.tasks.collector import SUBAGENT_CHANNEL
-from core.tasks.handoff import handoff_message
+from core.tasks.outside import OutsideTaskEnd
 from core.tasks.records import MCP_TASK, TaskRecord, outside_task_values, started_event
 from core.tools.base import ToolContext
 
@@ -109,10 +108,11 @@ class McpTaskBridge:
         claim_interval: float = CLAIM_INTERVAL,
     ) -> None:
         self.tasks = McpTaskStore(store=store, events=events, clock=clock)
-        self._bus = bus
+        self._end = OutsideTaskEnd(
+            store=store, bus=bus, events=events, result_max_chars=result_max_chars, clock=clock
+        )
         self._connections = connections
         self._max_output = max_output
-        self._result_max = result_max_chars
         self._clock = clock
         self._lease = lease
         self._claim_interval = claim_interval
@@ -383,29 +383,8 @@ class McpTaskBridge:
         return await self._finish(info, status, text or f"{info.tool} {status}")
 
     async def _finish(self, info: McpTaskInfo, status: str, text: str) -> tuple[str, str]:
-        """Hand the outcome to the parent (before the record changes: a crash in between
-        repeats it, and the bus drops the repeat), then record it."""
         record = info.record
-        if record.handoff:
-            await self._bus.publish_inbound(
-                handoff_message(
-                    record,
-                    inbound_id=f"{MCP_TASK}:{record.id}",
-                    status=status,
-                    result=text,
-                    limit=self._result_max,
-                )
-            )
-        event: SubagentCompleted | SubagentFailed
-        if status == "completed":
-            event = SubagentCompleted(
-                agent_id=record.id, agent_type=MCP_TASK, status=status, result=text[:500]
-            )
-        else:
-            event = SubagentFailed(
-                agent_id=record.id, agent_type=MCP_TASK, status=status, error=text[:500]
-            )
-        if await self.tasks.finish(record, status=status, result=text, event=event):
+        if await self._end.end(record, status, text, handoff_id=f"{MCP_TASK}:{record.id}"):
             log.info("mcp task %s agent_id=%s server=%s", status, record.id, info.server)
         return status, text
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from sqlalchemy import Connection, select, update
 
-from core.event_data import EventPayload
 from core.events import Event, EventLog
 from core.store.engine import Store
 from core.tasks.records import MCP_TASK, TaskRecord, TaskRow
@@ -194,26 +193,3 @@ class McpTaskStore:
                 )
 
         await self._store.transact(job)
-
-    async def finish(
-        self, record: TaskRecord, *, status: str, result: str | None, event: EventPayload
-    ) -> bool:
-        """End a running record (completed, failed, cancelled) with its event; False
-        when it had ended already."""
-        now = self._clock()
-        values = {
-            "status": status,
-            "result": result if status == "completed" else None,
-            "error": result if status != "completed" else None,
-            "turns": record.turns + 1,
-            "updated_at": now,
-            "finished_at": now,
-        }
-
-        def job(conn: Connection) -> bool:
-            if not TaskRepository.update_in(conn, record.id, values, when={"status": "running"}):
-                return False
-            self._events.add_in(conn, [Event(session_key=record.owner_key, data=event)])
-            return True
-
-        return await self._store.transact(job)
