@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import re
@@ -41,6 +40,7 @@ from core.tasks.handoff import handoff_fields
 from core.tasks.peers import Peers, PeerSpawn
 from core.tasks.records import PEER_PREFIX, TaskRecord, TaskRow, outside_task_values, started_event
 from core.tasks.repository import TaskRepository
+from core.tasks.spawn_keys import SpawnKeys
 from core.tools.base import ToolContext
 from core.tools.subagents_config import SubagentsConfig
 
@@ -55,7 +55,6 @@ log = logging.getLogger(__name__)
 
 _POLL = 1.0
 _tasks = TaskRow.__table__  # type: ignore[attr-defined]
-_SPAWN_KEYS_KEPT = 10_000
 
 
 class GroupDelegation(Peers):
@@ -99,7 +98,7 @@ class GroupDelegation(Peers):
         )
         self._changed = asyncio.Event()
         self._worker = BackgroundTask("familiar-group-follow")
-        self._spawn_counts: dict[str, int] = {}
+        self._spawn_keys = SpawnKeys()
 
     def poke(self) -> None:
         """A task of this member changed (the group NOTIFY): look now."""
@@ -245,15 +244,8 @@ class GroupDelegation(Peers):
     def _spawn_key(self, ctx: ToolContext, request: PeerSpawn) -> str | None:
         if ctx.message is None:
             return None
-        digest = hashlib.sha256(
-            json.dumps([request.peer, request.prompt, request.mode]).encode()
-        ).hexdigest()[:24]
-        base = f"peer:{ctx.message.id}:{digest}"
-        count = self._spawn_counts.get(base, 0)
-        self._spawn_counts[base] = count + 1
-        while len(self._spawn_counts) > _SPAWN_KEYS_KEPT:
-            del self._spawn_counts[next(iter(self._spawn_counts))]
-        return f"{base}:{count}"
+        call = [request.peer, request.prompt, request.mode]
+        return self._spawn_keys.key(f"peer:{ctx.message.id}", call)
 
     # -- waiting ---------------------------------------------------------------------------
 

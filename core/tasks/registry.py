@@ -12,8 +12,6 @@ result.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 import uuid
@@ -41,6 +39,7 @@ from core.tasks.profiles import (
 )
 from core.tasks.records import TaskRecord, no_messages, runs_elsewhere, started_event
 from core.tasks.repository import TaskRepository
+from core.tasks.spawn_keys import SpawnKeys
 from core.tasks.spawn_model import spawn_model
 from core.tools.base import NO_CAPACITY_HANDOVER, Capacity
 from core.tools.subagents_config import SubagentsConfig
@@ -57,7 +56,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _SNAPSHOT_CHARS = 600
-_SPAWN_KEYS_KEPT = 10_000
 """Spawn ordinals remembered per (parent message, arguments): a rerun after a crash
 starts from a fresh process, so only recent ones matter."""
 
@@ -128,7 +126,7 @@ class TaskRegistry:
         self._events = events
         self._sessions = sessions
         self._clock = clock
-        self._spawn_counts: dict[str, int] = {}
+        self._spawn_keys = SpawnKeys()
         self.profiles = SubagentProfiles(repo=self.repo, catalog=catalog)
         """The `TurnProfiles` of child sessions (for `TurnServices.profiles`)."""
         self._collector = AnswerCollector(
@@ -276,17 +274,8 @@ class TaskRegistry:
     def _spawn_key(self, request: SpawnRequest) -> str | None:
         if request.parent is None:
             return None
-        digest = hashlib.sha256(
-            json.dumps(
-                [request.agent_type, request.prompt, request.name, request.mode, request.model]
-            ).encode()
-        ).hexdigest()[:24]
-        base = f"{request.parent.id}:{digest}"
-        count = self._spawn_counts.get(base, 0)
-        self._spawn_counts[base] = count + 1
-        while len(self._spawn_counts) > _SPAWN_KEYS_KEPT:  # oldest first: dicts keep order
-            del self._spawn_counts[next(iter(self._spawn_counts))]
-        return f"{base}:{count}"
+        call = [request.agent_type, request.prompt, request.name, request.mode, request.model]
+        return self._spawn_keys.key(request.parent.id, call)
 
     async def _publish_work(self, task: TaskRecord, text: str | None) -> None:
         """Publish the child's current work message (a duplicate publish is dropped)."""
