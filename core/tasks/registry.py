@@ -56,8 +56,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _SNAPSHOT_CHARS = 600
-"""Spawn ordinals remembered per (parent message, arguments): a rerun after a crash
-starts from a fresh process, so only recent ones matter."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

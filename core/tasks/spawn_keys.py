@@ -16,6 +16,8 @@ from collections.abc import Sequence
 __all__ = ["SpawnKeys"]
 
 _KEPT = 10_000
+"""Counts remembered: a rerun after a crash starts from a fresh process, so only recent
+ones matter."""
 
 
 class SpawnKeys:
