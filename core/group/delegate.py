@@ -36,9 +36,9 @@ from core.group.roster import Member, Roster
 from core.messages import Delivery
 from core.store.engine import Store
 from core.tasks.collector import SUBAGENT_CHANNEL
-from core.tasks.handoff import handoff_fields
 from core.tasks.peers import Peers, PeerSpawn
 from core.tasks.records import PEER_PREFIX, TaskRecord, TaskRow, outside_task_values, started_event
+from core.tasks.registry import WaitOutcome
 from core.tasks.repository import TaskRepository
 from core.tasks.spawn_keys import SpawnKeys
 from core.tools.base import ToolContext
@@ -258,21 +258,14 @@ class GroupDelegation(Peers):
             if ended is not None:
                 status, text = ended
                 current = await self._settler.repo.get(record.id) or record
-                return handoff_fields(current, status=status, result=text, limit=limit)
+                return WaitOutcome(current, status, text).as_json(limit)
             left = deadline - self._clock()
             if left <= 0:
                 break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), min(self._poll, left))
         if await self._settler.hand_off_later(record):
-            return {
-                "agent_id": record.id,
-                "agent_type": record.agent_type,
-                "status": "running",
-                "result": None,
-                "note": "still running: its result will come as a handoff; "
-                "subagents(action='read') shows progress",
-            }
+            return WaitOutcome(record, "running", None, timed_out=True).as_json(limit)
         return await self._wait(record)  # it ended just now: read it
 
     # -- following -------------------------------------------------------------------------
