@@ -41,11 +41,13 @@ class ControlError(FamiliarError):
 
     Attributes:
         status: the HTTP status (4xx/5xx).
+        reason: the daemon's own words (the message without ``gateway answered N:``).
     """
 
-    def __init__(self, message: str, *, status: int) -> None:
+    def __init__(self, message: str, *, status: int, reason: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.reason = message if reason is None else reason
 
 
 class RequestTooLarge(ControlError):
@@ -54,8 +56,8 @@ class RequestTooLarge(ControlError):
     Raised before sending when the client can tell, else for the daemon's 413.
     """
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, status=413)
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message, status=413, reason=reason)
 
 
 def check_size(body: bytes) -> None:
@@ -89,5 +91,7 @@ async def raise_for_status(resp: Response) -> None:
     body = await resp.read()
     message = error_text(body) or body.decode(errors="replace").strip() or resp.reason or "error"
     if resp.status == 413:
-        raise RequestTooLarge(f"gateway answered 413: {message}")
-    raise ControlError(f"gateway answered {resp.status}: {message}", status=resp.status)
+        raise RequestTooLarge(f"gateway answered 413: {message}", reason=message)
+    raise ControlError(
+        f"gateway answered {resp.status}: {message}", status=resp.status, reason=message
+    )

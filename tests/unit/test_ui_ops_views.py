@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from gateway.control.client import ControlError
+from gateway.control.client_errors import raise_for_status
+from gateway.control.http1 import Response
 from gateway.ui.pages.approvals import DecidedView, PendingView
 from gateway.ui.pages.schedules import ScheduleView
-from gateway.ui.shown import refusal
 
 
 def _approval(command: str, **extra: Any) -> dict[str, Any]:
@@ -88,6 +92,14 @@ def test_the_next_run_is_shown_in_the_schedules_timezone() -> None:
     assert (once.spec, once.next_run, once.next_run_utc) == ("once", "no further runs", "")
 
 
-def test_a_refusal_reads_without_the_clients_prefix() -> None:
-    exc = ControlError("gateway answered 409: approval #k3xq7m was already approved", status=409)
-    assert refusal(exc) == "approval #k3xq7m was already approved"
+async def test_a_refusal_reads_without_the_clients_prefix() -> None:
+    body = json.dumps({"error": "approval #k3xq7m was already approved"}).encode()
+    reader = asyncio.StreamReader()
+    reader.feed_data(body)
+    reader.feed_eof()
+    headers = {"content-length": str(len(body))}
+    answer = Response(reader, status=409, reason="Conflict", headers=headers, deadline=None)
+    with pytest.raises(ControlError) as refused:
+        await raise_for_status(answer)
+    assert str(refused.value) == "gateway answered 409: approval #k3xq7m was already approved"
+    assert refused.value.reason == "approval #k3xq7m was already approved"

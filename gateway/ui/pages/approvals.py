@@ -21,7 +21,7 @@ from gateway.control.client import ControlError
 from gateway.ui.polling import push_changes
 from gateway.ui.render import render, render_text, session_of
 from gateway.ui.routes import EventStream, UiRoutes, after_action
-from gateway.ui.shown import clock_text, refusal
+from gateway.ui.shown import clock_text
 
 __all__ = ["DecidedView", "PendingView", "add_routes"]
 
@@ -156,7 +156,7 @@ class _ApprovalsPage:
         except ControlError as exc:
             if exc.status >= 500:
                 raise
-            return web.Response(status=exc.status, text=f"Not done: {refusal(exc)}")
+            return web.Response(status=exc.status, text=f"Not done: {exc.reason}")
         approval = answer.get("approval") or {}
         session = str(approval.get("session", ""))
         fragment = render(

@@ -22,7 +22,7 @@ from gateway.control.client import ControlError
 from gateway.ui.polling import push_changes
 from gateway.ui.render import is_async, render, render_text
 from gateway.ui.routes import EventStream, UiRoutes, after_action
-from gateway.ui.shown import clock_text, refusal
+from gateway.ui.shown import clock_text
 
 __all__ = ["KINDS", "ScheduleView", "add_routes"]
 
@@ -165,8 +165,8 @@ class _SchedulesPage:
             if exc.status >= 500:
                 raise
             if is_async(request):
-                return web.Response(status=exc.status, text=f"Not created: {refusal(exc)}")
-            return await self.page(request, values=values, error=refusal(exc))
+                return web.Response(status=exc.status, text=f"Not created: {exc.reason}")
+            return await self.page(request, values=values, error=exc.reason)
         view = ScheduleView.of(created)
         fragment = render(request, "schedules/_result.html", created=view, cancelled=None)
         return after_action(request, redirect="/ui/schedules", fragment=fragment)
@@ -178,7 +178,7 @@ class _SchedulesPage:
         except ControlError as exc:
             if exc.status >= 500:
                 raise
-            return web.Response(status=exc.status, text=f"Not cancelled: {refusal(exc)}")
+            return web.Response(status=exc.status, text=f"Not cancelled: {exc.reason}")
         view = ScheduleView.of(cancelled)
         fragment = render(request, "schedules/_result.html", created=None, cancelled=view)
         return after_action(request, redirect="/ui/schedules", fragment=fragment)
