@@ -14,11 +14,13 @@ from collections.abc import Awaitable, Callable
 from gateway.control.client import ControlError, DaemonUnavailable
 from gateway.ui.routes import EventStream
 
-__all__ = ["push_changes", "push_views"]
+__all__ = ["LIVE_EVERY", "push_changes", "push_views"]
 
 log = logging.getLogger(__name__)
 
 _KEEPALIVE = 15.0
+LIVE_EVERY = 2.0
+"""Seconds between two looks of a live part (approvals, schedules, the process table)."""
 
 
 async def push_changes(
@@ -26,7 +28,7 @@ async def push_changes(
     render: Callable[[], Awaitable[str]],
     failed: Callable[[str], str],
     *,
-    every: float,
+    every: float = LIVE_EVERY,
 ) -> None:
     """Send ``render()`` as a ``replace`` event whenever it differs from the last one.
 

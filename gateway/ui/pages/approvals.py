@@ -25,8 +25,6 @@ from gateway.ui.shown import clock_text
 
 __all__ = ["DecidedView", "PendingView", "add_routes"]
 
-_POLL = 2.0
-"""Seconds between looks at the approvals (a new one shows within that)."""
 _WAIT = 10.0
 """Seconds an answer waits for the conversation's confirmation before saying it is queued."""
 _SHORT = 120
@@ -139,7 +137,7 @@ class _ApprovalsPage:
         def failed(why: str) -> str:
             return render_text(request, "approvals/_unavailable.html", why=why)
 
-        await push_changes(stream, fragment, failed, every=_POLL)
+        await push_changes(stream, fragment, failed)
 
     async def decide(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()

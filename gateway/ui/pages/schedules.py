@@ -26,7 +26,6 @@ from gateway.ui.shown import clock_text
 
 __all__ = ["KINDS", "ScheduleView", "add_routes"]
 
-_POLL = 2.0
 KINDS: tuple[tuple[str, str, str], ...] = (
     ("every", "every — repeat at an interval", "an interval such as 30m, 1h30m or 2d"),
     ("after", "after — once, after a delay", "a delay such as 20m or 3h"),
@@ -147,7 +146,7 @@ class _SchedulesPage:
         def failed(why: str) -> str:
             return render_text(request, "schedules/_unavailable.html", why=why)
 
-        await push_changes(stream, fragment, failed, every=_POLL)
+        await push_changes(stream, fragment, failed)
 
     async def create(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()

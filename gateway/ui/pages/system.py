@@ -18,8 +18,6 @@ from gateway.ui.routes import EventStream, UiRoutes, after_action
 
 __all__ = ["add_routes", "channel_rows"]
 
-LIVE_INTERVAL = 2.0
-"""Seconds between two looks at the process table for the live view."""
 _CREDENTIAL = re.compile(r"(token|secret|password|api_key|app_password|client_secret)$")
 
 
@@ -92,7 +90,7 @@ class _SystemPage:
         def failed(why: str) -> str:
             return f'<p class="error" role="alert">{escape(why)}</p>'
 
-        await push_changes(stream, fragment, failed, every=LIVE_INTERVAL)
+        await push_changes(stream, fragment, failed)
 
     async def trust(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
